@@ -1,0 +1,19 @@
+"""gem_core: a Gym for agentic LLMs — multi-turn text environments with a Gymnasium-style API."""
+
+from gem_core.checker import check_env
+from gem_core.core import Env, Wrapper
+from gem_core.registry import EnvNotFoundError, EnvSpec, list_envs, make, make_vec, register, spec
+
+__all__ = [
+    "Env",
+    "EnvNotFoundError",
+    "EnvSpec",
+    "Wrapper",
+    "check_env",
+    "list_envs",
+    "make",
+    "make_vec",
+    "register",
+    "spec",
+]
+__version__ = "0.1.0"

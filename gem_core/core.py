@@ -1,0 +1,184 @@
+"""Env and Wrapper: the two base classes every environment and wrapper derives from.
+
+An environment speaks text: ``reset(seed) -> (observation, info)`` and
+``step(action) -> (observation, reward, terminated, truncated, info)``.
+
+Each env owns its random generators. They are seeded by ``reset(seed=...)``; ``reset()`` without a
+seed continues the current generators (or seeds them from OS entropy the first time), exactly as in
+Gymnasium. No code in this package touches the process-global ``random`` or ``numpy.random`` state,
+so envs stepped concurrently in threads stay deterministic.
+
+Info keys with a shared meaning (envs set those that apply):
+  ``success``       bool, the episode's goal was reached (set on the final step)
+  ``format_error``  bool, the action could not be parsed (the env returned a format penalty)
+  ``invalid_move``  bool, the action parsed but was not a legal move
+  ``error``         str, an exception or timeout reported by a vector env
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import secrets
+from typing import Any, ClassVar, Generic, TypeVar
+
+Obs = TypeVar("Obs")
+StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
+
+
+class Env(Generic[Obs]):
+    """Base class of a multi-turn text environment.
+
+    Subclasses implement ``reset`` (calling ``super().reset(seed)`` first, then drawing the episode
+    from ``self.rng``), ``step`` and ``sample_random_action``. The default ``get_state``/``set_state``
+    snapshot the instance's attributes by deep copy; attributes named in ``_static_attributes`` (big
+    read-only data such as word lists) are shared, not copied.
+    """
+
+    spec: Any = None  # the EnvSpec this env was made from, set by ``gem_core.make``
+    _static_attributes: ClassVar[tuple[str, ...]] = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Env:
+        instance = super().__new__(cls)
+        # Recorded so that ``spawn`` can build a sibling with the same constructor arguments.
+        instance._init_args = (args, dict(kwargs))
+        return instance
+
+    # ---- the episode --------------------------------------------------------------------------
+    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Obs, dict[str, Any]]:
+        """Start an episode and return its first observation and an info dict.
+
+        ``seed`` re-seeds the env's generators, so the same seed gives the same episode.
+        Subclasses call ``super().reset(seed)`` before drawing anything from ``self.rng``.
+        """
+        if seed is not None or getattr(self, "rng", None) is None:
+            self.seed = int(seed) if seed is not None else secrets.randbits(63)
+            self.rng = random.Random(self.seed)
+            self.action_rng = random.Random(f"action:{self.seed}")
+        return None, {}  # type: ignore[return-value]
+
+    def step(self, action: str) -> StepResult:
+        """Apply one action (untrusted model text) and return ``(obs, reward, terminated, truncated, info)``.
+
+        Any string, however malformed, must give an observation (usually with a penalty), never an
+        exception.
+        """
+        raise NotImplementedError
+
+    def sample_random_action(self) -> str:
+        """A random well-formed action, drawn from the env's action generator (not ``self.rng``)."""
+        raise NotImplementedError
+
+    # ---- copies and snapshots -----------------------------------------------------------------
+    def spawn(self, same_state: bool = False, **overrides: Any) -> Env:
+        """A new env of the same class and constructor arguments (``overrides`` replace some).
+
+        With ``same_state=True`` the new env continues from this env's exact state, e.g. so that a
+        GRPO group shares one initial state.
+        """
+        args, kwargs = self._init_args
+        clone = type(self)(*args, **{**kwargs, **overrides})
+        clone.spec = self.spec
+        if same_state:
+            clone.set_state(self.get_state())
+        return clone
+
+    def get_state(self) -> dict[str, Any]:
+        """A snapshot of everything that determines the env's future, restorable with ``set_state``."""
+        skip = {"_init_args", "spec", *self._static_attributes}
+        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in skip})
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a snapshot taken by ``get_state`` (of this env or one spawned from the same arguments)."""
+        vars(self).update(copy.deepcopy(state))
+
+    # ---- plumbing -----------------------------------------------------------------------------
+    @property
+    def unwrapped(self) -> Env:
+        """The innermost env, below all wrappers."""
+        return self
+
+    def close(self) -> None:
+        """Release resources (processes, servers, files). Safe to call twice."""
+
+    def __enter__(self) -> Env:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __str__(self) -> str:
+        name = self.spec.id if self.spec is not None else type(self).__name__
+        return f"<{name}>"
+
+
+class Wrapper(Env[Obs]):
+    """Wraps an env to change some of its behaviour; everything else is forwarded explicitly.
+
+    Only the methods of the Env API are forwarded. Attributes of the inner env are reached through
+    ``wrapper.unwrapped.<name>`` or ``wrapper.get_wrapper_attr(name)``, never copied.
+    """
+
+    def __init__(self, env: Env):
+        if not isinstance(env, Env):
+            raise TypeError(f"{type(self).__name__} wraps a gem_core.Env, got {type(env).__name__}")
+        self.env = env
+
+    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Obs, dict[str, Any]]:
+        return self.env.reset(seed=seed, **kwargs)
+
+    def step(self, action: str) -> StepResult:
+        return self.env.step(action)
+
+    def sample_random_action(self) -> str:
+        return self.env.sample_random_action()
+
+    def spawn(self, same_state: bool = False, **overrides: Any) -> Wrapper:
+        """Spawn the inner env, then wrap it again with this wrapper's own constructor arguments."""
+        args, kwargs = self._init_args
+        inner = self.env.spawn(same_state=same_state, **overrides)
+        if args:
+            clone = type(self)(inner, *args[1:], **kwargs)
+        else:
+            clone = type(self)(**{**kwargs, "env": inner})
+        if same_state:
+            clone.set_state(self.get_state())
+        return clone
+
+    def get_state(self) -> dict[str, Any]:
+        """The inner env's snapshot and this wrapper's own attributes."""
+        skip = {"_init_args", "env", *self._static_attributes}
+        own = copy.deepcopy({k: v for k, v in vars(self).items() if k not in skip})
+        return {"env": self.env.get_state(), "wrapper": own}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.env.set_state(state["env"])
+        vars(self).update(copy.deepcopy(state["wrapper"]))
+
+    @property
+    def spec(self) -> Any:  # type: ignore[override]
+        return self.env.spec
+
+    @spec.setter
+    def spec(self, value: Any) -> None:
+        self.env.spec = value
+
+    @property
+    def unwrapped(self) -> Env:
+        return self.env.unwrapped
+
+    def get_wrapper_attr(self, name: str) -> Any:
+        """The attribute ``name`` of the outermost layer (this wrapper or an inner one) that has it."""
+        layer: Env = self
+        while True:
+            if name in vars(layer) or hasattr(type(layer), name):
+                return getattr(layer, name)
+            if not isinstance(layer, Wrapper):
+                raise AttributeError(f"no layer of {self} has an attribute {name!r}")
+            layer = layer.env
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __str__(self) -> str:
+        return f"<{type(self).__name__}{self.env}>"

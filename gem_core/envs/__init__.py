@@ -1,0 +1,3 @@
+"""Built-in environments; importing this package registers their ids."""
+
+import gem_core.envs.games  # noqa: F401

@@ -1,0 +1,91 @@
+"""GameEnv: what every game shares — the turn budget, ``\\boxed{}`` parsing and penalty messages.
+
+A game implements ``_new_game()`` (draw a new episode from ``self.rng``; return the rules text),
+``_play(move)`` (apply one parsed move; return feedback, reward, whether the game is over and an info
+dict) and ``_random_move()``. ``GameEnv`` turns that into the Env API:
+
+* the action's move is the content of the last ``\\boxed{...}``, matched case- and space-insensitively
+  by the game; an action with no ``\\boxed{}`` costs ``FORMAT_PENALTY`` and is explained, and counts
+  as a turn (so a model cannot stall forever);
+* each observation says how many turns remain; when they run out the episode is truncated and
+  ``_final_reward()`` may grant partial credit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gem_core.core import Env, StepResult
+from gem_core.parsing import extract_boxed, preview
+
+FORMAT_PENALTY = -0.1
+INVALID_MOVE_PENALTY = -0.1
+MAX_MOVE_CHARS = 2_000  # a move longer than this is never legal in any game
+
+
+class GameEnv(Env[str]):
+    def __init__(self, max_turns: int):
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.max_turns = max_turns
+        self.turn = 0
+        self.finished = True
+
+    # ---- for subclasses ------------------------------------------------------------------------
+    def _new_game(self) -> str:
+        """Start a new game from ``self.rng``; return the rules and the opening position."""
+        raise NotImplementedError
+
+    def _play(self, move: str) -> tuple[str, float, bool, dict[str, Any]]:
+        """Apply a parsed move: ``(feedback, reward, game_over, info)``. Illegal moves are not errors:
+        return an explanation with ``INVALID_MOVE_PENALTY`` and ``info["invalid_move"] = True``."""
+        raise NotImplementedError
+
+    def _random_move(self) -> str:
+        """A random legal-looking move (the text inside ``\\boxed{}``), drawn from ``self.action_rng``."""
+        raise NotImplementedError
+
+    def _final_reward(self) -> float:
+        """Partial credit added when the turns run out before the game is won (default none)."""
+        return 0.0
+
+    # ---- the Env API ---------------------------------------------------------------------------
+    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[str, dict[str, Any]]:
+        super().reset(seed)
+        self.turn = 0
+        self.finished = False
+        rules = self._new_game()
+        return f"{rules}\n{self._turns_left_text()}", {}
+
+    def step(self, action: str) -> StepResult:
+        if self.finished:
+            raise RuntimeError("the episode is over; call reset()")
+        if not isinstance(action, str):
+            raise TypeError(f"an action is a str, got {type(action).__name__}")
+        self.turn += 1
+        move = extract_boxed(action)
+        if move is None or len(move) > MAX_MOVE_CHARS:
+            feedback = (
+                f"Invalid format: put your move inside \\boxed{{}}, e.g. \\boxed{{{self._random_move()}}}. "
+                f"Your reply was: {preview(action) or '(empty)'}"
+            )
+            reward, game_over, info = FORMAT_PENALTY, False, {"format_error": True}
+        else:
+            feedback, reward, game_over, info = self._play(move)
+        truncated = not game_over and self.turn >= self.max_turns
+        if truncated:
+            reward += self._final_reward()
+            feedback += "\nNo turns left: the game is over."
+        elif not game_over:
+            feedback += f"\n{self._turns_left_text()}"
+        self.finished = game_over or truncated
+        if self.finished:
+            info.setdefault("success", False)
+        return feedback, float(reward), game_over, truncated, info
+
+    def sample_random_action(self) -> str:
+        return f"\\boxed{{{self._random_move()}}}"
+
+    def _turns_left_text(self) -> str:
+        left = self.max_turns - self.turn
+        return f"You have {left} turn{'s' if left != 1 else ''} left."

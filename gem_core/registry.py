@@ -1,0 +1,151 @@
+"""The env registry: ids such as ``game:GuessTheNumber-v0-hard`` map to an entry point and default kwargs.
+
+Ids follow the reference GEM scheme ``category:Name-v0[-variant]``. Entry points are ``"module:Class"``
+strings, imported on first ``make``, so registering hundreds of ids costs nothing at import time.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import importlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gem_core.core import Env
+
+
+class EnvNotFoundError(KeyError):
+    """An id that is not registered; the message lists close matches."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build one registered env."""
+
+    id: str
+    entry_point: str | Callable[..., Env]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    multi_turn: bool = True
+    data_source: str = "offline"  # "offline" (ships with the package) | "hub" (needs `datasets` + network)
+
+    @property
+    def category(self) -> str:
+        return self.id.split(":", 1)[0] if ":" in self.id else ""
+
+    def load(self) -> Callable[..., Env]:
+        """The class or factory behind this id."""
+        if callable(self.entry_point):
+            return self.entry_point
+        module_name, _, attr = self.entry_point.partition(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def make(self, **kwargs: Any) -> Env:
+        env = self.load()(**{**self.kwargs, **kwargs})
+        env.spec = self
+        return env
+
+
+_REGISTRY: dict[str, EnvSpec] = {}
+
+
+def register(
+    id: str,
+    entry_point: str | Callable[..., Env],
+    *,
+    description: str = "",
+    multi_turn: bool = True,
+    data_source: str = "offline",
+    **kwargs: Any,
+) -> EnvSpec:
+    """Register ``id``; ``kwargs`` become the env's default constructor arguments."""
+    if id in _REGISTRY:
+        raise ValueError(f"env id {id!r} is already registered")
+    spec = EnvSpec(id, entry_point, kwargs, description, multi_turn, data_source)
+    _REGISTRY[id] = spec
+    return spec
+
+
+def spec(id: str) -> EnvSpec:
+    """The spec of a registered id, or an ``EnvNotFoundError`` naming close matches."""
+    _load_builtin_envs()
+    try:
+        return _REGISTRY[id]
+    except KeyError:
+        close = difflib.get_close_matches(id, _REGISTRY, n=5, cutoff=0.5)
+        if not close:  # match on the name alone, e.g. "GuessTheNumber" for "game:GuessTheNumber-v0"
+            stem = id.split(":")[-1].lower()
+            close = [k for k in sorted(_REGISTRY) if stem and stem in k.lower()][:5]
+        hint = f" Did you mean: {', '.join(close)}?" if close else " See gem_core.list_envs()."
+        raise EnvNotFoundError(f"No env registered as {id!r}.{hint}") from None
+
+
+def make(id: str, **kwargs: Any) -> Env:
+    """Build the env registered as ``id``; ``kwargs`` override its registered defaults."""
+    return spec(id).make(**kwargs)
+
+
+def list_envs(pattern: str | None = None) -> list[str]:
+    """Registered ids, sorted; ``pattern`` is a glob (``game:*-easy``) or a case-insensitive substring."""
+    _load_builtin_envs()
+    ids = sorted(_REGISTRY)
+    if not pattern:
+        return ids
+    if any(c in pattern for c in "*?["):
+        return [i for i in ids if fnmatch.fnmatchcase(i, pattern)]
+    return [i for i in ids if pattern.lower() in i.lower()]
+
+
+def make_vec(
+    env_ids: str | Sequence[str],
+    num_envs: int | None = None,
+    *,
+    wrappers: Iterable[Callable[[Env], Env]] = (),
+    asynchronous: bool = True,
+    env_kwargs: dict[str, Any] | None = None,
+    **vector_kwargs: Any,
+):
+    """A vector env of ``num_envs`` copies of one id, or one env per id in a list.
+
+    ``wrappers`` are applied in order to each env. ``asynchronous`` picks ``AsyncVectorEnv`` (a thread
+    per env, I/O-bound steps overlap) over ``SyncVectorEnv``; ``vector_kwargs`` go to the vector env
+    (``autoreset_mode``, ``step_timeout``).
+    """
+    from gem_core.vector import AsyncVectorEnv, SyncVectorEnv
+
+    if isinstance(env_ids, str):
+        ids = [env_ids] * (num_envs or 1)
+    else:
+        ids = list(env_ids)
+        if num_envs is not None and num_envs != len(ids):
+            raise ValueError(f"num_envs={num_envs} but {len(ids)} env ids were given")
+    wrapper_list = list(wrappers)
+    for env_id in set(ids):
+        spec(env_id)  # fail now, with close matches, rather than inside a worker
+
+    def env_fn(env_id: str) -> Callable[[], Env]:
+        def build() -> Env:
+            env = make(env_id, **(env_kwargs or {}))
+            for wrap in wrapper_list:
+                env = wrap(env)
+            return env
+
+        return build
+
+    vector_cls = AsyncVectorEnv if asynchronous else SyncVectorEnv
+    return vector_cls([env_fn(i) for i in ids], **vector_kwargs)
+
+
+_builtins_loaded = False
+
+
+def _load_builtin_envs() -> None:
+    global _builtins_loaded
+    if not _builtins_loaded:
+        _builtins_loaded = True
+        importlib.import_module("gem_core.envs")

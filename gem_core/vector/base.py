@@ -1,0 +1,210 @@
+"""VectorEnv: N envs stepped as one batch, with autoreset, subset stepping and fault isolation.
+
+Observations and infos are lists (one entry per env); rewards, terminated and truncated are numpy
+arrays. ``reset(seed=s)`` seeds env ``i`` with ``s + i``; later autoresets continue each env's own
+generator, so a run is reproducible from its first seed.
+
+Autoreset modes (as in Gymnasium 1.x):
+  ``next_step``  an env that finished returns its final observation; on the next ``step`` it is reset
+                 instead of stepped (its action is ignored) and ``info["autoreset"]`` is True.
+  ``same_step``  a finished env is reset within the same ``step``; the returned observation is the new
+                 episode's, and ``info["final_obs"]`` / ``info["final_info"]`` keep the old episode's end.
+  ``disabled``   finished envs stay finished until ``reset(indices=[...])``; stepping one is an error.
+
+Fault isolation: an env whose ``step``/``reset`` raises, or exceeds ``step_timeout`` seconds, is
+replaced by a fresh instance from its factory and reset; that step is reported as truncated with
+``info["error"]`` set, so the episode ends visibly instead of vanishing or killing the batch.
+"""
+
+from __future__ import annotations
+
+import enum
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from gem_core.core import Env
+
+
+class AutoresetMode(str, enum.Enum):
+    NEXT_STEP = "next_step"
+    SAME_STEP = "same_step"
+    DISABLED = "disabled"
+
+
+class EnvFailure(Exception):
+    """Raised by a backend's call when an env raised or timed out; carries a readable reason."""
+
+
+class VectorEnv:
+    """Shared logic of the vector envs; backends implement ``_call`` (run functions on envs)."""
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        step_timeout: float | None = None,
+    ):
+        if not env_fns:
+            raise ValueError("a vector env needs at least one env factory")
+        self.env_fns = list(env_fns)
+        self.envs: list[Env] = [fn() for fn in self.env_fns]
+        self.num_envs = len(self.envs)
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.step_timeout = step_timeout
+        self._obs: list[Any] = [None] * self.num_envs
+        self._done = np.zeros(self.num_envs, dtype=bool)
+        self._started = False
+
+    # ---- backend seam ----------------------------------------------------------------------------
+    def _call(self, calls: Mapping[int, Callable[[Env], Any]], timeout: float | None) -> dict[int, Any]:
+        """Run ``calls[i](envs[i])`` for each index; a failed call's result is an ``EnvFailure``."""
+        raise NotImplementedError
+
+    def _replace(self, i: int) -> None:
+        """Swap env ``i`` for a fresh instance (it raised or hung)."""
+        try:
+            self.envs[i].close()
+        except Exception:
+            pass
+        self.envs[i] = self.env_fns[i]()
+
+    # ---- API -------------------------------------------------------------------------------------
+    def reset(
+        self, seed: int | Sequence[int | None] | None = None, indices: Sequence[int] | None = None, **kwargs: Any
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        """Reset all envs (or ``indices``); an int ``seed`` gives env ``i`` the seed ``seed + i``."""
+        idx = list(range(self.num_envs)) if indices is None else [int(i) for i in indices]
+        if seed is None or isinstance(seed, (int, np.integer)):
+            seeds = {i: None if seed is None else int(seed) + i for i in idx}
+        else:
+            if len(seed) != len(idx):
+                raise ValueError(f"{len(seed)} seeds for {len(idx)} envs")
+            seeds = dict(zip(idx, seed))
+        results = self._call({i: _reset_call(seeds[i], kwargs) for i in idx}, self.step_timeout)
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for i in idx:
+            result = results[i]
+            if isinstance(result, EnvFailure):  # a reset that fails once is retried on a fresh env
+                self._replace(i)
+                result = self._call({i: _reset_call(seeds[i], kwargs)}, self.step_timeout)[i]
+                if isinstance(result, EnvFailure):
+                    raise RuntimeError(f"env {i} failed to reset twice: {result}")
+            self._obs[i], infos[i] = result
+            self._done[i] = False
+        self._started = True
+        return list(self._obs), infos
+
+    def step(
+        self, actions: Sequence[str] | Mapping[int, str]
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Step every env (a sequence of ``num_envs`` actions) or a subset (``{index: action}``).
+
+        Envs not in a subset keep their observation and report reward 0 and ``info["stepped"] = False``.
+        """
+        if not self._started:
+            raise RuntimeError("call reset() before step()")
+        if isinstance(actions, Mapping):
+            todo = {int(i): a for i, a in actions.items()}
+            bad = [i for i in todo if not 0 <= i < self.num_envs]
+            if bad:
+                raise IndexError(f"env indices {bad} out of range for {self.num_envs} envs")
+        else:
+            if len(actions) != self.num_envs:
+                raise ValueError(f"{len(actions)} actions for {self.num_envs} envs")
+            todo = dict(enumerate(actions))
+
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        truncated = np.zeros(self.num_envs, dtype=bool)
+        infos: list[dict[str, Any]] = [{"stepped": False} for _ in range(self.num_envs)]
+
+        to_reset = [i for i in todo if self._done[i]]
+        if to_reset and self.autoreset_mode is AutoresetMode.DISABLED:
+            raise RuntimeError(f"envs {to_reset} finished; reset(indices=...) them (autoreset is disabled)")
+        calls = {i: (_reset_call(None, {}) if i in to_reset else _step_call(a)) for i, a in todo.items()}
+        results = self._call(calls, self.step_timeout)
+
+        finished: list[int] = []
+        for i, result in results.items():
+            if isinstance(result, EnvFailure):
+                self._replace(i)
+                self._done[i] = False
+                rewards[i], terminated[i], truncated[i] = 0.0, False, True
+                infos[i] = {"error": str(result), "stepped": True}
+                finished.append(i)  # the next reset (per the mode) starts the replacement env
+                continue
+            if i in to_reset:
+                self._obs[i], info = result
+                infos[i] = {**info, "autoreset": True, "stepped": True}
+                self._done[i] = False
+                continue
+            obs, reward, term, trunc, info = result
+            self._obs[i] = obs
+            rewards[i], terminated[i], truncated[i] = float(reward), bool(term), bool(trunc)
+            infos[i] = {**info, "stepped": True}
+            if term or trunc:
+                finished.append(i)
+
+        for i in finished:
+            self._done[i] = True
+        if self.autoreset_mode is AutoresetMode.SAME_STEP and finished:
+            resets = self._call({i: _reset_call(None, {}) for i in finished}, self.step_timeout)
+            for i in finished:
+                final_obs, final_info = self._obs[i], infos[i]
+                result = resets[i]
+                if isinstance(result, EnvFailure):
+                    self._replace(i)
+                    result = self._call({i: _reset_call(None, {})}, self.step_timeout)[i]
+                    if isinstance(result, EnvFailure):
+                        raise RuntimeError(f"env {i} failed to reset twice: {result}")
+                self._obs[i], reset_info = result
+                infos[i] = {**reset_info, "final_obs": final_obs, "final_info": final_info, "stepped": True}
+                self._done[i] = False
+        return list(self._obs), rewards, terminated, truncated, infos
+
+    def sample_random_actions(self) -> list[str]:
+        """One random action per env, from each env's own action generator."""
+        results = self._call({i: _sample_call for i in range(self.num_envs)}, self.step_timeout)
+        return [r if isinstance(r, str) else "" for r in (results[i] for i in range(self.num_envs))]
+
+    @property
+    def done(self) -> np.ndarray:
+        """Which envs have finished and await a reset (always all False in ``same_step`` mode)."""
+        return self._done.copy()
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.num_envs
+
+
+def _reset_call(seed: int | None, kwargs: dict[str, Any]) -> Callable[[Env], Any]:
+    return lambda env: env.reset(seed=seed, **kwargs)
+
+
+def _step_call(action: str) -> Callable[[Env], Any]:
+    return lambda env: env.step(action)
+
+
+def _sample_call(env: Env) -> str:
+    return env.sample_random_action()
+
+
+def run_guarded(fn: Callable[[Env], Any], env: Env) -> Any:
+    """``fn(env)``, with an exception turned into an ``EnvFailure`` carrying the traceback's last line."""
+    try:
+        return fn(env)
+    except Exception as exc:
+        last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return EnvFailure(f"{type(env.unwrapped).__name__} raised {last}")

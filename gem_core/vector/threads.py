@@ -1,0 +1,59 @@
+"""AsyncVectorEnv: each env has its own worker thread, so steps that wait (tools, HTTP, sandboxes) overlap.
+
+Threads do not speed up pure-Python CPU work (the GIL); for that use a process backend. Each env owns
+its RNG, so the interleaving of threads never changes an episode.
+
+A call that exceeds ``step_timeout`` cannot be killed (Python threads are not interruptible): its
+thread is abandoned with its env, and a fresh env on a fresh thread takes the slot.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gem_core.core import Env
+from gem_core.vector.base import EnvFailure, VectorEnv, run_guarded
+
+
+class AsyncVectorEnv(VectorEnv):
+    def __init__(self, env_fns: Sequence[Callable[[], Env]], **kwargs: Any):
+        self._workers: list[cf.ThreadPoolExecutor] = []
+        super().__init__(env_fns, **kwargs)
+        self._workers = [self._new_worker(i) for i in range(self.num_envs)]
+
+    @staticmethod
+    def _new_worker(i: int) -> cf.ThreadPoolExecutor:
+        return cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gem-env-{i}")
+
+    def _call(self, calls: Mapping[int, Callable[[Env], Any]], timeout: float | None) -> dict[int, Any]:
+        futures = {i: self._workers[i].submit(run_guarded, fn, self.envs[i]) for i, fn in calls.items()}
+        done, pending = cf.wait(futures.values(), timeout=timeout)
+        results: dict[int, Any] = {}
+        for i, future in futures.items():
+            if future in done:
+                results[i] = future.result()
+            else:
+                results[i] = EnvFailure(f"step exceeded the {timeout}s step timeout")
+                self._workers[i].shutdown(wait=False, cancel_futures=True)
+                self._workers[i] = self._new_worker(i)  # the hung thread keeps the old env
+        return results
+
+    def _replace(self, i: int) -> None:
+        # Close and rebuild on the env's own worker thread, so a hung env's thread never blocks us.
+        old = self.envs[i]
+        self.envs[i] = self.env_fns[i]()
+        self._workers[i].submit(_quiet_close, old)
+
+    def close(self) -> None:
+        for i, worker in enumerate(self._workers):
+            worker.submit(_quiet_close, self.envs[i])
+            worker.shutdown(wait=False)
+
+
+def _quiet_close(env: Env) -> None:
+    try:
+        env.close()
+    except Exception:
+        pass

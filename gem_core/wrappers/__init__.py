@@ -1,0 +1,24 @@
+"""Wrappers: change how an env is observed, budgeted or measured, with explicit forwarding."""
+
+from gem_core.wrappers.budget import ContextBudget, TimeLimit
+from gem_core.wrappers.episode import EpisodeStatistics
+from gem_core.wrappers.observation import (
+    ChatMessages,
+    ChatTemplate,
+    ConcatObservations,
+    HistoryWrapper,
+    LastKTurns,
+    ObservationActionHistory,
+)
+
+__all__ = [
+    "ChatMessages",
+    "ChatTemplate",
+    "ConcatObservations",
+    "ContextBudget",
+    "EpisodeStatistics",
+    "HistoryWrapper",
+    "LastKTurns",
+    "ObservationActionHistory",
+    "TimeLimit",
+]

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs gem-core with the extras named as arguments (default: test) on a fresh machine.
+# torch is pinned to 2.13.0 (a CPU wheel here); an unpinned torch would pull GBs of CUDA packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${*:-test}"
+extras="${extras// /,}"
+
+# bubblewrap isolates the Python tool's sandbox; without it the sandbox falls back loudly.
+if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "warning: could not install bubblewrap" >&2
+fi
+
+python -m pip install -q --upgrade pip
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[${extras}]" "torch==2.13.0"
