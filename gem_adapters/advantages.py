@@ -1,0 +1,361 @@
+"""Advantage estimators on per-turn rewards: one implementation, shared by every framework adapter.
+
+The layout is flat, one entry per turn, so that any trainer's batch maps onto it:
+
+  ``rewards[i]``      the reward of turn ``i``
+  ``episode_ids[i]``  the episode turn ``i`` belongs to (an episode's turns appear in order, not
+                      necessarily next to each other)
+  ``group_ids[i]``    the group of that episode: episodes that share an initial state (GRPO-style
+                      baselines); every turn of an episode must carry the same group
+  ``values[i]``       a critic's value of the state before turn ``i`` (GAE only)
+
+With ``G_t = r_t + gamma * G_{t+1}`` the discounted return from turn ``t`` and ``R = G_0`` the
+episode's return, the estimators give, per turn:
+
+  ==========  ==================================================================================
+  reinforce   ``G_t``
+  rebn        ``(G_t - mean) / (std + eps)``, mean and population std over every turn of the
+              (global) batch: return batch normalisation, GEM's default
+  grpo        ``(R - mean_g) / (std_g + eps)`` over the episodes of a group, sample std (ddof=1,
+              as TRL and verl); turn-agnostic: every turn gets its episode's advantage
+  dr_grpo     ``R - mean_g`` (Dr. GRPO: no std)
+  rloo        ``R - mean of the other episodes' R in the group``
+  gae         turn-level GAE(gamma, lam) from per-turn values; an episode's end is terminal
+  ==========  ==================================================================================
+
+A group of one episode has no baseline: grpo, dr_grpo and rloo give it advantage 0.
+
+Numbers are computed once, in float64 numpy. Torch tensors are accepted and returned (same device
+and dtype as the rewards); they are converted at the boundary, so numpy and torch callers get the
+same numbers bit for bit. The arrays hold one scalar per turn, so the copies cost nothing next to a
+training step.
+
+Distributed ReBN: pass ``reduce_fn(x) -> x summed elementwise over all workers`` (an all-reduce).
+It receives a float64 array of the input's kind (a torch tensor on the rewards' device for torch
+inputs) and is called twice: on ``[sum G, count]``, then on ``[sum (G - mean)^2]`` (two passes keep
+the variance exact where ``E[G^2] - E[G]^2`` would cancel). With torch.distributed::
+
+    def reduce_fn(x):
+        torch.distributed.all_reduce(x)
+        return x
+
+Placing per-turn numbers on tokens: ``turn_values_to_tokens`` for one token sequence and its turn
+spans (see ``gem_adapters.trajectory``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+ReduceFn = Callable[[Any], Any]
+Estimator = Callable[..., np.ndarray]
+ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register_estimator(name: str) -> Callable[[Estimator], Estimator]:
+    """Register ``fn(batch: TurnBatch, *, gamma, lam, eps, reduce_fn) -> per-turn float64 array``."""
+
+    def decorate(fn: Estimator) -> Estimator:
+        if name in ESTIMATORS:
+            raise ValueError(f"estimator {name!r} is already registered")
+        ESTIMATORS[name] = fn
+        return fn
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class TurnBatch:
+    """Flat per-turn arrays plus the episode layout derived from them (all numpy).
+
+    ``episode[i]`` is turn ``i``'s episode as an index ``0..E-1`` and ``position[i]`` its turn number
+    within that episode; ``lengths[e]`` counts episode ``e``'s turns; ``group[e]`` is episode ``e``'s
+    group as an index ``0..G-1`` (None without group ids).
+    """
+
+    rewards: np.ndarray
+    episode: np.ndarray
+    position: np.ndarray
+    lengths: np.ndarray
+    group: np.ndarray | None
+    values: np.ndarray | None
+
+    @classmethod
+    def from_arrays(
+        cls, rewards: Any, episode_ids: Any, group_ids: Any = None, values: Any = None
+    ) -> TurnBatch:
+        r = _to_numpy(rewards)
+        ep = _to_numpy(episode_ids, dtype=None)
+        if r.ndim != 1 or ep.shape != r.shape:
+            raise ValueError(f"rewards {r.shape} and episode_ids {ep.shape} must be 1-D of equal length")
+        _, episode = np.unique(ep, return_inverse=True)
+        episode = episode.reshape(-1)
+        lengths = np.bincount(episode, minlength=int(episode.max(initial=-1)) + 1)
+        order = np.argsort(episode, kind="stable")
+        starts = np.cumsum(lengths) - lengths
+        position = np.empty_like(episode)
+        position[order] = np.arange(len(r)) - np.repeat(starts, lengths)
+        group = None
+        if group_ids is not None:
+            g = _to_numpy(group_ids, dtype=None)
+            if g.shape != r.shape:
+                raise ValueError(f"group_ids {g.shape} must match rewards {r.shape}")
+            _, g_index = np.unique(g, return_inverse=True)
+            g_index = g_index.reshape(-1)
+            group = np.empty(len(lengths), dtype=np.int64)
+            group[episode] = g_index
+            if not np.array_equal(group[episode], g_index):
+                raise ValueError("every turn of an episode must carry the same group id")
+        v = None
+        if values is not None:
+            v = _to_numpy(values)
+            if v.shape != r.shape:
+                raise ValueError(f"values {v.shape} must match rewards {r.shape}")
+        return cls(r, episode, position, lengths, group, v)
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.lengths)
+
+    def to_matrix(self, per_turn: np.ndarray) -> np.ndarray:
+        """Per-turn numbers as an (episodes, max turns) matrix, zero-padded after each episode's end."""
+        matrix = np.zeros((self.num_episodes, int(self.lengths.max(initial=0))), dtype=np.float64)
+        matrix[self.episode, self.position] = per_turn
+        return matrix
+
+    def returns(self, gamma: float) -> np.ndarray:
+        """Per-turn discounted returns ``G_t``; cost linear in the number of turns."""
+        rewards = self.to_matrix(self.rewards)
+        out = np.zeros_like(rewards)
+        running = np.zeros(self.num_episodes, dtype=np.float64)
+        for t in range(rewards.shape[1] - 1, -1, -1):
+            running = rewards[:, t] + gamma * running  # padding is zero, so each episode starts at its end
+            out[:, t] = running
+        return out[self.episode, self.position]
+
+    def episode_returns(self, gamma: float) -> np.ndarray:
+        """``R = G_0`` of each episode, shape (episodes,)."""
+        out = np.zeros(self.num_episodes, dtype=np.float64)
+        first = self.position == 0
+        out[self.episode[first]] = self.returns(gamma)[first]
+        return out
+
+    def require_groups(self, name: str) -> np.ndarray:
+        if self.group is None:
+            raise ValueError(f"the {name!r} estimator needs group_ids (episodes that share an initial state)")
+        return self.group
+
+
+# ---- estimators ---------------------------------------------------------------------------------
+@register_estimator("reinforce")
+def reinforce(batch: TurnBatch, *, gamma: float, **_: Any) -> np.ndarray:
+    return batch.returns(gamma)
+
+
+@register_estimator("rebn")
+def rebn(
+    batch: TurnBatch, *, gamma: float, eps: float, reduce_fn: ReduceFn | None = None, **_: Any
+) -> np.ndarray:
+    returns = batch.returns(gamma)
+    reduce = reduce_fn or (lambda x: x)
+    total, count = reduce(np.array([returns.sum(), float(len(returns))]))
+    if count <= 0:
+        raise ValueError("ReBN over an empty batch")
+    mean = total / count
+    (squares,) = reduce(np.array([np.square(returns - mean).sum()]))
+    std = np.sqrt(squares / count)
+    return (returns - mean) / (std + eps)
+
+
+def _group_stats(
+    batch: TurnBatch, name: str, gamma: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per episode: its return, its group's size, sum of returns and sum of squared deviations."""
+    group = batch.require_groups(name)
+    episode_return = batch.episode_returns(gamma)
+    size = np.bincount(group).astype(np.float64)
+    total = np.bincount(group, weights=episode_return)
+    mean = total / size
+    squares = np.bincount(group, weights=np.square(episode_return - mean[group]))
+    return episode_return, size[group], total[group], squares[group]
+
+
+@register_estimator("grpo")
+def grpo(batch: TurnBatch, *, gamma: float, eps: float, **_: Any) -> np.ndarray:
+    episode_return, size, total, squares = _group_stats(batch, "grpo", gamma)
+    mean = total / size
+    std = np.sqrt(np.divide(squares, size - 1, out=np.zeros_like(squares), where=size > 1))
+    centred = episode_return - mean  # exactly 0 for a group of one
+    per_episode = np.divide(centred, std + eps, out=np.zeros_like(centred), where=size > 1)
+    return per_episode[batch.episode]
+
+
+@register_estimator("dr_grpo")
+def dr_grpo(batch: TurnBatch, *, gamma: float, **_: Any) -> np.ndarray:
+    episode_return, size, total, _ = _group_stats(batch, "dr_grpo", gamma)
+    return (episode_return - total / size)[batch.episode]
+
+
+@register_estimator("rloo")
+def rloo(batch: TurnBatch, *, gamma: float, **_: Any) -> np.ndarray:
+    episode_return, size, total, _ = _group_stats(batch, "rloo", gamma)
+    others = np.divide(total - episode_return, size - 1, out=episode_return.copy(), where=size > 1)
+    return (episode_return - others)[batch.episode]
+
+
+@register_estimator("gae")
+def gae(batch: TurnBatch, *, gamma: float, lam: float, **_: Any) -> np.ndarray:
+    if batch.values is None:
+        raise ValueError("the 'gae' estimator needs per-turn values")
+    rewards, values = batch.to_matrix(batch.rewards), batch.to_matrix(batch.values)
+    out = np.zeros_like(rewards)
+    running = np.zeros(batch.num_episodes, dtype=np.float64)
+    next_value = np.zeros(batch.num_episodes, dtype=np.float64)
+    for t in range(rewards.shape[1] - 1, -1, -1):
+        alive = t < batch.lengths  # past an episode's end everything stays zero
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        running = np.where(alive, delta + gamma * lam * running, 0.0)
+        next_value = np.where(alive, values[:, t], 0.0)
+        out[:, t] = running
+    return out[batch.episode, batch.position]
+
+
+# ---- entry points -------------------------------------------------------------------------------
+def compute_advantages_flat(
+    name: str,
+    rewards: Any,
+    episode_ids: Any,
+    *,
+    group_ids: Any = None,
+    values: Any = None,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    eps: float = 1e-6,
+    reduce_fn: ReduceFn | None = None,
+) -> Any:
+    """Per-turn advantages for flat per-turn arrays (numpy or torch; the result has the rewards' kind)."""
+    try:
+        estimator = ESTIMATORS[name]
+    except KeyError:
+        raise KeyError(f"unknown estimator {name!r}; known: {sorted(ESTIMATORS)}") from None
+    batch = TurnBatch.from_arrays(rewards, episode_ids, group_ids, values)
+    if len(batch.rewards) == 0:
+        return _like(np.zeros(0), rewards)
+    reduce = None if reduce_fn is None else _numpy_reduce(reduce_fn, rewards)
+    out = estimator(batch, gamma=float(gamma), lam=float(lam), eps=float(eps), reduce_fn=reduce)
+    return _like(out, rewards)
+
+
+def compute_advantages(
+    name: str,
+    episode_rewards: Sequence[Sequence[float]],
+    *,
+    gamma: float = 1.0,
+    group_ids: Sequence[Any] | None = None,
+    values: Sequence[Sequence[float]] | None = None,
+    lam: float = 1.0,
+    eps: float = 1e-6,
+    reduce_fn: ReduceFn | None = None,
+) -> list[np.ndarray]:
+    """Per-turn advantages, one array per episode; ``group_ids`` has one entry per episode."""
+    lengths = [len(r) for r in episode_rewards]
+    flat = np.array([float(x) for r in episode_rewards for x in r], dtype=np.float64)
+    episode_ids = np.repeat(np.arange(len(lengths)), lengths)
+    groups = None if group_ids is None else np.repeat(_group_codes(group_ids), lengths)
+    flat_values = None
+    if values is not None:
+        if [len(v) for v in values] != lengths:
+            raise ValueError("values must have one entry per turn of each episode")
+        flat_values = np.array([float(x) for v in values for x in v], dtype=np.float64)
+    out = compute_advantages_flat(
+        name,
+        flat,
+        episode_ids,
+        group_ids=groups,
+        values=flat_values,
+        gamma=gamma,
+        lam=lam,
+        eps=eps,
+        reduce_fn=reduce_fn,
+    )
+    return np.split(out, np.cumsum(lengths)[:-1]) if lengths else []
+
+
+def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -> list[np.ndarray]:
+    """Per-turn advantages of ``gem_adapters.trajectory.Episode`` objects; GRPO groups default to
+    ``episode.group_id`` (episodes of the same env id and seed share a group)."""
+    kwargs.setdefault("group_ids", [ep.group_id for ep in episodes])
+    return compute_advantages(name, [[t.reward for t in ep.turns] for ep in episodes], **kwargs)
+
+
+def discounted_returns(rewards: Any, gamma: float = 1.0, episode_ids: Any = None) -> Any:
+    """``G_t = r_t + gamma * G_{t+1}`` for one episode's rewards (or flat turns with ``episode_ids``)."""
+    r = _to_numpy(rewards)
+    ids = np.zeros(len(r), dtype=np.int64) if episode_ids is None else episode_ids
+    return _like(TurnBatch.from_arrays(r, ids).returns(float(gamma)), rewards)
+
+
+def turn_values_to_tokens(
+    per_turn_values: Any, turn_spans: Sequence[tuple[int, int]], seq_len: int, loss_mask: Any = None
+) -> Any:
+    """A length-``seq_len`` array with turn ``k``'s value on the tokens ``turn_spans[k]`` and 0
+    elsewhere; with ``loss_mask``, positions where the mask is 0 are 0 too."""
+    values = _to_numpy(per_turn_values)
+    if len(values) != len(turn_spans):
+        raise ValueError(f"{len(values)} values for {len(turn_spans)} turns")
+    out = np.zeros(seq_len, dtype=np.float64)
+    for value, (start, end) in zip(values, turn_spans):
+        if not 0 <= start <= end <= seq_len:
+            raise ValueError(f"span ({start}, {end}) outside a sequence of {seq_len} tokens")
+        out[start:end] = value
+    if loss_mask is not None:
+        out *= _to_numpy(loss_mask) != 0
+    return _like(out, per_turn_values)
+
+
+# ---- numpy / torch boundary ---------------------------------------------------------------------
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _to_numpy(x: Any, dtype: Any = np.float64) -> np.ndarray:
+    if _is_torch(x):
+        x = x.detach().cpu()
+        if dtype is not None:
+            x = x.double()
+        x = x.numpy()
+    return np.asarray(x, dtype=dtype)
+
+
+def _like(out: np.ndarray, reference: Any) -> Any:
+    """``out`` as a tensor on ``reference``'s device and float dtype when ``reference`` is a tensor."""
+    if not _is_torch(reference):
+        return out
+    import torch
+
+    dtype = reference.dtype if reference.is_floating_point() else torch.float64
+    return torch.from_numpy(out).to(device=reference.device, dtype=dtype)
+
+
+def _numpy_reduce(reduce_fn: ReduceFn, reference: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """``reduce_fn`` fed with arrays of the caller's kind (float64 tensors on its device for torch)."""
+    if not _is_torch(reference):
+        return lambda x: _to_numpy(reduce_fn(x.copy()))
+
+    import torch
+
+    return lambda x: _to_numpy(reduce_fn(torch.from_numpy(x.copy()).to(reference.device)))
+
+
+def _group_codes(group_ids: Sequence[Any]) -> np.ndarray:
+    """Integer codes for arbitrary hashable group ids (strings, tuples, ints)."""
+    codes: dict[Any, int] = {}
+    return np.array([codes.setdefault(_hashable(g), len(codes)) for g in group_ids], dtype=np.int64)
+
+
+def _hashable(x: Any) -> Any:
+    return tuple(_hashable(v) for v in x) if isinstance(x, (list, tuple)) else x

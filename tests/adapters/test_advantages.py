@@ -1,0 +1,299 @@
+"""Advantage estimators: hand-computed examples, ReBN against its formula, numpy == torch, distributed ReBN."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gem_adapters.advantages import (
+    ESTIMATORS,
+    compute_advantages,
+    compute_advantages_flat,
+    discounted_returns,
+    register_estimator,
+    turn_values_to_tokens,
+)
+
+SQRT2 = math.sqrt(2.0)
+
+
+def test_discounted_returns_by_hand():
+    np.testing.assert_allclose(discounted_returns([1.0, 0.0, 2.0], gamma=0.5), [1.5, 1.0, 2.0])
+    np.testing.assert_allclose(discounted_returns([1.0, 0.0, 2.0], gamma=1.0), [3.0, 2.0, 2.0])
+    # Flat turns of two interleaved episodes: 0 -> [1, 2], 1 -> [10].
+    np.testing.assert_allclose(
+        discounted_returns([1.0, 10.0, 2.0], 0.5, episode_ids=[0, 1, 0]), [2.0, 10.0, 2.0]
+    )
+
+
+def test_reinforce_by_hand():
+    out = compute_advantages("reinforce", [[1.0, 0.0, 2.0], [3.0]], gamma=0.5)
+    np.testing.assert_allclose(out[0], [1.5, 1.0, 2.0])
+    np.testing.assert_allclose(out[1], [3.0])
+
+
+def test_rebn_by_hand():
+    # returns (gamma=1): [1, 1] and [2]; mean 4/3, population std sqrt(2)/3.
+    out = compute_advantages("rebn", [[0.0, 1.0], [2.0]], gamma=1.0, eps=0.0)
+    np.testing.assert_allclose(np.concatenate(out), [-1 / SQRT2, -1 / SQRT2, SQRT2])
+    with_eps = compute_advantages("rebn", [[0.0, 1.0], [2.0]], gamma=1.0, eps=0.1)
+    np.testing.assert_allclose(
+        np.concatenate(with_eps), np.array([-1 / 3, -1 / 3, 2 / 3]) / (SQRT2 / 3 + 0.1)
+    )
+
+
+def test_rebn_discounts_before_normalising():
+    # gamma=0.5: returns [0.5, 1] and [2] -> mean 7/6; population std computed by hand below.
+    returns = np.array([0.5, 1.0, 2.0])
+    std = math.sqrt(((0.5 - 7 / 6) ** 2 + (1 - 7 / 6) ** 2 + (2 - 7 / 6) ** 2) / 3)
+    out = compute_advantages("rebn", [[0.0, 1.0], [2.0]], gamma=0.5, eps=0.0)
+    np.testing.assert_allclose(np.concatenate(out), (returns - 7 / 6) / std)
+
+
+def test_grpo_dr_grpo_by_hand():
+    # Group "a": returns 1 and 0 (the second episode has two turns); group "b": a lone episode.
+    rewards = [[1.0], [0.0, 0.0], [3.0]]
+    groups = ["a", "a", "b"]
+    grpo = compute_advantages("grpo", rewards, group_ids=groups, eps=0.0)
+    # mean 0.5, sample std sqrt(0.5); every turn of an episode gets the episode's advantage.
+    np.testing.assert_allclose(grpo[0], [1 / SQRT2])
+    np.testing.assert_allclose(grpo[1], [-1 / SQRT2, -1 / SQRT2])
+    np.testing.assert_allclose(grpo[2], [0.0])  # a group of one has no baseline
+    dr = compute_advantages("dr_grpo", rewards, group_ids=groups)
+    np.testing.assert_allclose(np.concatenate(dr), [0.5, -0.5, -0.5, 0.0])
+
+
+def test_grpo_uses_the_discounted_episode_return():
+    rewards = [[0.0, 2.0], [0.0, 0.0]]  # gamma 0.5 -> returns 1 and 0
+    out = compute_advantages("dr_grpo", rewards, group_ids=[0, 0], gamma=0.5)
+    np.testing.assert_allclose(np.concatenate(out), [0.5, 0.5, -0.5, -0.5])
+
+
+def test_rloo_by_hand():
+    out = compute_advantages("rloo", [[1.0], [2.0], [6.0], [5.0]], group_ids=[0, 0, 0, 1])
+    # Baselines: (2+6)/2, (1+6)/2, (1+2)/2; the lone episode gets 0.
+    np.testing.assert_allclose(np.concatenate(out), [1 - 4, 2 - 3.5, 6 - 1.5, 0.0])
+
+
+def test_gae_by_hand():
+    # delta_1 = 1 - 0.8 = 0.2; delta_0 = 0 + 0.9 * 0.8 - 0.5 = 0.22; A_0 = 0.22 + 0.9 * 0.5 * 0.2.
+    out = compute_advantages("gae", [[0.0, 1.0]], values=[[0.5, 0.8]], gamma=0.9, lam=0.5)
+    np.testing.assert_allclose(out[0], [0.31, 0.2])
+    # lam = 1 gives the Monte Carlo return minus the value.
+    out = compute_advantages("gae", [[0.0, 1.0], [2.0]], values=[[0.5, 0.8], [1.5]], gamma=0.9, lam=1.0)
+    np.testing.assert_allclose(np.concatenate(out), [0.9 - 0.5, 1.0 - 0.8, 2.0 - 1.5])
+
+
+def test_missing_inputs_are_explained():
+    with pytest.raises(ValueError, match="group_ids"):
+        compute_advantages("grpo", [[1.0]])
+    with pytest.raises(ValueError, match="values"):
+        compute_advantages("gae", [[1.0]])
+    with pytest.raises(KeyError, match="unknown estimator"):
+        compute_advantages("ppo?", [[1.0]])
+    with pytest.raises(ValueError, match="same group"):
+        compute_advantages_flat("grpo", [1.0, 2.0], [0, 0], group_ids=[0, 1])
+
+
+def test_registry_names_and_custom_estimator():
+    assert {"rebn", "reinforce", "grpo", "dr_grpo", "rloo", "gae"} <= set(ESTIMATORS)
+
+    @register_estimator("test_negated_returns")
+    def negated(batch, *, gamma, **_):
+        return -batch.returns(gamma)
+
+    try:
+        out = compute_advantages("test_negated_returns", [[1.0, 1.0]], gamma=0.5)
+        np.testing.assert_allclose(out[0], [-1.5, -1.0])
+        with pytest.raises(ValueError, match="already registered"):
+            register_estimator("test_negated_returns")(negated)
+    finally:
+        del ESTIMATORS["test_negated_returns"]
+
+
+def test_turn_values_to_tokens():
+    out = turn_values_to_tokens([0.5, -1.0], [(2, 4), (6, 7)], seq_len=8)
+    np.testing.assert_array_equal(out, [0, 0, 0.5, 0.5, 0, 0, -1.0, 0])
+    masked = turn_values_to_tokens([0.5, -1.0], [(2, 4), (6, 7)], 8, loss_mask=[1, 1, 1, 0, 1, 1, 1, 1])
+    np.testing.assert_array_equal(masked, [0, 0, 0.5, 0, 0, 0, -1.0, 0])
+    as_tensor = turn_values_to_tokens(torch.tensor([0.5, -1.0]), [(2, 4), (6, 7)], 8)
+    assert isinstance(as_tensor, torch.Tensor) and as_tensor.dtype == torch.float32
+    np.testing.assert_array_equal(as_tensor.numpy(), out)
+    with pytest.raises(ValueError, match="outside"):
+        turn_values_to_tokens([1.0], [(3, 9)], 8)
+
+
+# ---- property tests -----------------------------------------------------------------------------
+episodes_strategy = st.lists(
+    st.lists(st.floats(-10, 10, allow_nan=False), min_size=1, max_size=6), min_size=1, max_size=12
+)
+
+
+def reference_rebn(episode_rewards, gamma, eps):
+    """ReBN written out from its definition, with plain Python loops."""
+    returns = []
+    for rewards in episode_rewards:
+        g, out = 0.0, []
+        for r in reversed(rewards):
+            g = r + gamma * g
+            out.append(g)
+        returns.append(out[::-1])
+    flat = [g for ep in returns for g in ep]
+    mean = sum(flat) / len(flat)
+    std = math.sqrt(sum((g - mean) ** 2 for g in flat) / len(flat))
+    return [[(g - mean) / (std + eps) for g in ep] for ep in returns]
+
+
+@settings(max_examples=60, deadline=None)
+@given(episodes_strategy, st.floats(0.0, 1.0), st.sampled_from([1e-6, 1e-2, 1.0]))
+def test_rebn_matches_its_formula(episode_rewards, gamma, eps):
+    out = compute_advantages("rebn", episode_rewards, gamma=gamma, eps=eps)
+    expected = reference_rebn(episode_rewards, gamma, eps)
+    assert [len(a) for a in out] == [len(e) for e in expected]
+    np.testing.assert_allclose(np.concatenate(out), np.concatenate(expected), rtol=1e-9, atol=1e-9)
+
+
+def _flat_batch(draw_episodes, groups_of):
+    lengths = [len(e) for e in draw_episodes]
+    rewards = np.array([r for e in draw_episodes for r in e])
+    episode_ids = np.repeat(np.arange(len(lengths)), lengths)
+    group_ids = np.repeat(np.array([groups_of(i) for i in range(len(lengths))]), lengths)
+    return rewards, episode_ids, group_ids
+
+
+@settings(max_examples=40, deadline=None)
+@given(episodes_strategy, st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.integers(1, 4), st.randoms())
+def test_numpy_and_torch_give_identical_numbers(episode_rewards, gamma, lam, group_size, rnd):
+    rewards, episode_ids, group_ids = _flat_batch(episode_rewards, lambda i: i // group_size)
+    values = np.array([rnd.uniform(-1, 1) for _ in rewards])
+    # Interleave the episodes' turns at random, keeping each episode's turns in order.
+    slots = np.array(rnd.sample(range(len(rewards)), len(rewards)))
+    for episode in np.unique(episode_ids):
+        turns = np.flatnonzero(episode_ids == episode)
+        slots[turns] = np.sort(slots[turns])
+    order = np.argsort(slots)
+    r, e, g, v = rewards[order], episode_ids[order], group_ids[order], values[order]
+    for name in ESTIMATORS:
+        kwargs = dict(group_ids=g, values=v, gamma=gamma, lam=lam)
+        ref = compute_advantages_flat(name, r, e, **kwargs)
+        out = compute_advantages_flat(
+            name,
+            torch.from_numpy(r),
+            torch.from_numpy(e),
+            group_ids=torch.from_numpy(g),
+            values=torch.from_numpy(v),
+            gamma=gamma,
+            lam=lam,
+        )
+        assert isinstance(out, torch.Tensor) and out.dtype == torch.float64
+        assert np.array_equal(out.numpy(), ref), name
+        # The turn order of the flat layout does not matter: unshuffle and compare with the ordered batch.
+        ordered = compute_advantages_flat(
+            name, rewards, episode_ids, group_ids=group_ids, values=values, gamma=gamma, lam=lam
+        )
+        unshuffled = np.empty_like(ref)
+        unshuffled[order] = ref
+        np.testing.assert_allclose(unshuffled, ordered, rtol=1e-12, atol=1e-12)
+
+
+def test_torch_float32_in_float32_out():
+    r = torch.tensor([1.0, 0.0, 2.0, 3.0], dtype=torch.float32)
+    out = compute_advantages_flat("rebn", r, torch.tensor([0, 0, 1, 1]))
+    ref = compute_advantages_flat("rebn", r.double().numpy(), np.array([0, 0, 1, 1]))
+    assert out.dtype == torch.float32
+    assert torch.equal(out, torch.from_numpy(ref).float())
+
+
+# ---- distributed ReBN ---------------------------------------------------------------------------
+class FakeAllReduce:
+    """``world_size`` threads, each holding part of the batch, sum their vectors as an all-reduce would."""
+
+    def __init__(self, world_size):
+        self.barrier = threading.Barrier(world_size)
+        self.slots = [None] * world_size
+        self.result = None
+
+    def for_rank(self, rank):
+        def reduce_fn(x):
+            self.slots[rank] = np.array(x, dtype=np.float64)
+            if self.barrier.wait() == 0:
+                self.result = np.sum(self.slots, axis=0)
+            self.barrier.wait()
+            return self.result.copy()
+
+        return reduce_fn
+
+
+@settings(max_examples=25, deadline=None)
+@given(episodes_strategy.filter(lambda e: len(e) >= 2), st.floats(0.0, 1.0), st.integers(1, 11))
+def test_rebn_split_over_two_workers_equals_single_batch(episode_rewards, gamma, cut):
+    cut = min(cut, len(episode_rewards) - 1)
+    single = np.concatenate(compute_advantages("rebn", episode_rewards, gamma=gamma))
+    shards = [episode_rewards[:cut], episode_rewards[cut:]]
+    fake = FakeAllReduce(2)
+    results = [None, None]
+
+    def work(rank):
+        results[rank] = compute_advantages("rebn", shards[rank], gamma=gamma, reduce_fn=fake.for_rank(rank))
+
+    threads = [threading.Thread(target=work, args=(rank,)) for rank in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    split = np.concatenate(results[0] + results[1])
+    np.testing.assert_allclose(split, single, rtol=1e-10, atol=1e-10)
+    # Without the reduce, each worker would normalise over its own shard: a different answer in general.
+
+
+def _gloo_worker(rank, world_size, port, shards, queue):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
+
+    def reduce_fn(x):
+        dist.all_reduce(x)
+        return x
+
+    rewards, episode_ids = shards[rank]
+    out = compute_advantages_flat(
+        "rebn",
+        torch.tensor(rewards, dtype=torch.float64),
+        torch.tensor(episode_ids),
+        gamma=0.9,
+        reduce_fn=reduce_fn,
+    )
+    queue.put((rank, out.tolist()))
+    dist.destroy_process_group()
+
+
+def test_rebn_with_torch_distributed_gloo():
+    import socket
+
+    import torch.multiprocessing as mp
+
+    episodes = [[0.0, 1.0], [2.0], [-1.0, 0.5, 0.5], [3.0, 0.0]]
+    single = np.concatenate(compute_advantages("rebn", episodes, gamma=0.9))
+
+    def shard(eps):
+        return [r for e in eps for r in e], [i for i, e in enumerate(eps) for _ in e]
+
+    shards = [shard(episodes[:1]), shard(episodes[1:])]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("fork")  # torch is already imported: forking is quick
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_gloo_worker, args=(rank, 2, port, shards, queue)) for rank in (0, 1)]
+    for p in procs:
+        p.start()
+    results = dict(queue.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    np.testing.assert_allclose(results[0] + results[1], single, rtol=1e-12, atol=1e-12)
