@@ -1,0 +1,377 @@
+"""The template process: runs INSIDE the sandbox, forks one throw-away child per call.
+
+This file is executed as a script by the sandbox's own interpreter (``python -I template.py CONFIG``);
+it uses the standard library only and never imports ``gem_core`` (the project is not visible in the
+sandbox). It starts once per pool worker, imports the modules named in ``preload`` and then waits
+for requests on fd 0, answering on fd 1 (frames: 8-byte big-endian length + JSON).
+
+Each request is run in a fresh ``fork()`` of this clean template, so no state leaks between calls.
+The child, before it runs any untrusted code:
+
+* becomes a session leader in a fresh, empty working directory (the only writable place);
+* gets stdin from a memfd holding the request's input, stdout/stderr on pipes read by the template,
+  every other descriptor closed, and an environment holding only a few harmless variables;
+* gets resource limits: CPU seconds, address space, process count, file size, open files, no core;
+* drops to an unprivileged uid/gid of its own (no capabilities, so ``RLIMIT_NPROC`` is enforced and
+  it cannot signal or ptrace the template, which runs as root inside the sandbox);
+* installs a seccomp filter (x86-64) refusing namespace creation, mounts, ptrace, kernel keyrings,
+  bpf, module loading and io_uring.
+
+The template enforces the wall-clock limit and the output cap, kills every process of the call's uid
+afterwards (``kill(-1)`` from a helper running as that uid) and wipes the working directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import linecache
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import time
+import traceback
+
+HEADER = struct.Struct(">Q")
+CHILD_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+SOURCE_NAME = "<python>"
+
+
+# ---- framing ------------------------------------------------------------------------------------
+def read_exact(fd: int, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> dict:
+    (size,) = HEADER.unpack(read_exact(fd, HEADER.size))
+    return json.loads(read_exact(fd, size))
+
+
+def write_frame(fd: int, message: dict) -> None:
+    data = json.dumps(message).encode()
+    data = HEADER.pack(len(data)) + data
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+# ---- seccomp (x86-64) ---------------------------------------------------------------------------
+AUDIT_ARCH_X86_64 = 0xC000003E
+# ptrace mount umount2 pivot_root chroot unshare setns keyctl add_key request_key bpf perf_event_open
+# userfaultfd process_vm_readv/writev kexec_load kexec_file_load init/finit/delete_module
+# open_by_handle_at name_to_handle_at acct swapon swapoff reboot syslog io_uring_* new mount API
+DENIED_X86_64 = (
+    101, 165, 166, 155, 161, 272, 308, 250, 248, 249, 321, 298, 323, 310, 311, 246, 320, 175, 313, 176,
+    304, 303, 163, 167, 168, 169, 103, 425, 426, 427, 428, 429, 430, 431, 432, 442,
+)  # fmt: skip
+CLONE_X86_64, CLONE3_X86_64 = 56, 435
+CLONE_NAMESPACE_FLAGS = 0x7E020000  # NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+EPERM, ENOSYS = 1, 38
+
+
+def seccomp_program() -> bytes:
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, kill = 0x7FFF0000, 0x80000000
+    errno = lambda e: 0x00050000 | e  # noqa: E731
+    insns = [
+        (ld, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 1, 0, AUDIT_ARCH_X86_64),
+        (ret, 0, 0, kill),
+        (ld, 0, 0, 0),  # seccomp_data.nr
+        (jge, 0, 1, 0x40000000),  # the x32 ABI
+        (ret, 0, 0, kill),
+    ]
+    for nr in DENIED_X86_64:
+        insns += [(jeq, 0, 1, nr), (ret, 0, 0, errno(EPERM))]
+    insns += [(jeq, 0, 1, CLONE3_X86_64), (ret, 0, 0, errno(ENOSYS))]  # libc falls back to clone
+    insns += [
+        (jeq, 0, 4, CLONE_X86_64),
+        (ld, 0, 0, 16),  # low 32 bits of args[0], the clone flags
+        (jset, 0, 1, CLONE_NAMESPACE_FLAGS),
+        (ret, 0, 0, errno(EPERM)),
+        (ret, 0, 0, allow),
+        (ret, 0, 0, allow),
+    ]
+    return b"".join(struct.pack("=HBBI", *i) for i in insns)
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def prepare_seccomp():
+    """A function installing the filter in the calling process (built once, called in each child),
+    or None where the filter is not supported."""
+    if os.uname().machine != "x86_64":
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    program = seccomp_program()
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+
+    def install() -> bool:
+        if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+            return False
+        return libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) == 0
+
+    install.keep_alive = (buffer, fprog)  # the kernel copies the program, but only at install time
+    return install
+
+
+def close_other_fds() -> None:
+    """Close every descriptor above 2 (listing /proc/self/fd is far cheaper than closing 64k)."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        os.closerange(3, 65536)
+        return
+    for fd in fds:
+        if fd > 2:
+            with contextlib.suppress(OSError):  # the listing's own descriptor is already closed
+                os.close(fd)
+
+
+# ---- the child ----------------------------------------------------------------------------------
+def run_child(request: dict, config: dict, workdir: str, stdin_fd: int, out_w: int, err_w: int) -> None:
+    """Runs in the forked child; never returns."""
+    status = 1
+    try:
+        os.setsid()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        os.dup2(stdin_fd, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        close_other_fds()
+        os.chdir(workdir)
+        cpu = max(1, int(request["timeout"]) + 1)
+        memory = int(request["memory_mb"]) * 1024 * 1024
+        limits = {
+            resource.RLIMIT_CORE: 0,
+            resource.RLIMIT_CPU: cpu,
+            resource.RLIMIT_AS: memory,
+            resource.RLIMIT_FSIZE: int(request["max_file_mb"]) * 1024 * 1024,
+            resource.RLIMIT_NOFILE: 256,
+        }
+        for which, value in limits.items():
+            hard = value + 1 if which == resource.RLIMIT_CPU else value
+            resource.setrlimit(which, (value, hard))
+        if config["drop_uid"] is not None:
+            uid = config["drop_uid"]
+            resource.setrlimit(resource.RLIMIT_NPROC, (request["max_processes"], request["max_processes"]))
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        if config["seccomp"] and not config["seccomp"]():
+            raise RuntimeError("could not install the seccomp filter")
+        os.environ.clear()
+        os.environ.update(CHILD_ENV, HOME=workdir, TMPDIR=workdir, PWD=workdir)
+        sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        sys.argv = [SOURCE_NAME]
+    except BaseException as exc:  # the sandbox could not be set up: never run the code
+        os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
+        os._exit(125)
+    try:
+        source = request["code"]
+        linecache.cache[SOURCE_NAME] = (len(source), None, source.splitlines(True), SOURCE_NAME)
+        code = compile(source, SOURCE_NAME, "exec", dont_inherit=True)
+        exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+        status = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            status = exc.code or 0
+        else:
+            print(exc.code, file=sys.stderr)
+            status = 1
+    except BaseException as exc:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != SOURCE_NAME:
+            tb = tb.tb_next  # hide this file's frames from the traceback
+        try:
+            traceback.print_exception(type(exc), exc, tb)
+        except BaseException:
+            os.write(2, f"{type(exc).__name__}\n".encode())
+        status = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):
+                stream.flush()
+        os._exit(status & 0xFF)
+
+
+# ---- the template -------------------------------------------------------------------------------
+def kill_uid(uid: int | None, pid: int) -> None:
+    """SIGKILL the call's process group, then every process left with the call's uid."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    if uid is None:
+        return
+    reaper = os.fork()
+    if reaper == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except the reaper
+        except BaseException:
+            pass
+        os._exit(0)
+    os.waitpid(reaper, 0)
+
+
+def serve_one(request: dict, config: dict, call: int) -> dict:
+    workdir = os.path.join(config["work_root"], f"call{call}")
+    os.mkdir(workdir, 0o700)
+    if config["drop_uid"] is not None:
+        os.chown(workdir, config["drop_uid"], config["drop_uid"])
+    stdin_fd = os.memfd_create("stdin")
+    os.write(stdin_fd, request.get("stdin", "").encode("utf-8", "replace"))
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        run_child(request, config, workdir, stdin_fd, out_w, err_w)
+    for fd in (stdin_fd, out_w, err_w):
+        os.close(fd)
+    pidfd = os.pidfd_open(pid)
+    deadline = start + float(request["timeout"])
+    cap = int(request["max_output"])
+    buffers: dict[int, bytearray] = {out_r: bytearray(), err_r: bytearray()}
+    open_fds = [out_r, err_r]
+    timed_out = truncated = exited = False
+    drain_until = None  # once the child has exited, leftovers holding the pipes get a short grace
+    while (open_fds or not exited) and not truncated:
+        now = time.monotonic()
+        if exited and drain_until is None:
+            drain_until = now + 0.2
+        if now >= (deadline if drain_until is None else min(deadline, drain_until)):
+            timed_out = not exited
+            break
+        limit = deadline if drain_until is None else min(deadline, drain_until)
+        ready, _, _ = select.select([*open_fds, *([] if exited else [pidfd])], [], [], limit - now)
+        for fd in ready:
+            if fd == pidfd:
+                exited = True
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                open_fds.remove(fd)
+                continue
+            buffers[fd] += chunk
+            if len(buffers[out_r]) + len(buffers[err_r]) > cap:
+                truncated = True
+    # With a process limit of 1 the call could not fork, so its own process group is all there is.
+    kill_uid(config["drop_uid"] if request["max_processes"] > 1 else None, pid)
+    _, wait_status = os.waitpid(pid, 0)
+    for fd in (out_r, err_r, pidfd):
+        os.close(fd)
+    shutil.rmtree(workdir, ignore_errors=True)
+    exit_code = os.waitstatus_to_exitcode(wait_status)
+    signal_name = None
+    if exit_code < 0:
+        signal_name = signal.Signals(-exit_code).name
+    stdout = bytes(buffers[out_r][:cap])
+    stderr = bytes(buffers[err_r][: cap - len(stdout)])
+    return {
+        "stdout": stdout.decode("utf-8", "replace"),
+        "stderr": stderr.decode("utf-8", "replace"),
+        "exit_code": exit_code,
+        "signal": signal_name,
+        "timed_out": timed_out,
+        "truncated": truncated,
+        "duration_s": time.monotonic() - start,
+    }
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.makedirs(config["work_root"], mode=0o711, exist_ok=True)
+    if config["drop_uid"] is not None and (os.getuid() != 0 or not world_readable(sys.prefix)):
+        # No privilege to switch uid, or another uid could not read the interpreter (a host Python
+        # under /root in the weak modes): the calls keep the sandbox's own uid.
+        config["drop_uid"] = None
+    preloaded = []
+    for name in config["preload"]:
+        try:
+            __import__(name)
+            preloaded.append(name)
+        except Exception:
+            pass
+    if config["seccomp"]:
+        install = prepare_seccomp()
+        config["seccomp"] = install if install is not None and probe_seccomp(install) else False
+    write_frame(
+        proto_out,
+        {
+            "ready": True,
+            "seccomp": bool(config["seccomp"]),
+            "drop_uid": config["drop_uid"],
+            "preloaded": preloaded,
+        },
+    )
+    call = 0
+    while True:
+        try:
+            request = read_frame(proto_in)
+        except EOFError:
+            return  # the host went away
+        call += 1
+        try:
+            reply = serve_one(request, config, call)
+        except Exception as exc:
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        write_frame(proto_out, reply)
+
+
+def world_readable(path: str) -> bool:
+    """Whether any uid can reach ``path`` (every ancestor directory is world-searchable)."""
+    path = os.path.realpath(path)
+    while True:
+        if not os.stat(path).st_mode & 0o001:
+            return False
+        if path == "/":
+            return True
+        path = os.path.dirname(path)
+
+
+def probe_seccomp(install) -> bool:
+    """Whether the filter installs here (tried in a throw-away child)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if install() else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+if __name__ == "__main__":
+    main()
