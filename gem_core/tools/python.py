@@ -39,8 +39,8 @@ def describe(result: ExecResult, limits: SandboxLimits) -> str:
     if result.stderr:
         body = f"{body}\n{result.stderr}" if body else result.stderr
     notes = []
-    if result.truncated:  # the sandbox stopped the program: its exit status says nothing more
-        notes.append(f"[output truncated at {limits.max_output} bytes: the program was stopped]")
+    if result.truncated:  # the sandbox stopped the program there: its exit status says nothing more
+        notes.append(f"[output truncated at {limits.max_output} bytes]")
     elif result.timed_out:
         notes.append(f"[timed out after {limits.timeout:g} s: the program was killed]")
     elif result.signal is not None:

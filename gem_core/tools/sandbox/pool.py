@@ -52,7 +52,10 @@ class SandboxLimits:
 
 @dataclass
 class ExecResult:
-    """What one call did. ``error`` is set when the sandbox itself failed (the code may not have run)."""
+    """What one call did. ``error`` is set when the sandbox itself failed (the code may not have run).
+
+    ``ok``: the code ran to completion with exit status 0 and all its output was kept.
+    """
 
     stdout: str = ""
     stderr: str = ""
@@ -65,7 +68,7 @@ class ExecResult:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and not self.timed_out and self.exit_code == 0
+        return self.error is None and not self.timed_out and not self.truncated and self.exit_code == 0
 
 
 class WorkerError(RuntimeError):

@@ -310,6 +310,11 @@ def serve_one(request: dict, config: dict, call: int) -> dict:
 
 
 def main() -> None:
+    with contextlib.suppress(BrokenPipeError, EOFError):  # the host went away: end quietly
+        serve()
+
+
+def serve() -> None:
     config = json.loads(sys.argv[1])
     proto_in, proto_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
@@ -341,10 +346,7 @@ def main() -> None:
     )
     call = 0
     while True:
-        try:
-            request = read_frame(proto_in)
-        except EOFError:
-            return  # the host went away
+        request = read_frame(proto_in)
         call += 1
         try:
             reply = serve_one(request, config, call)
