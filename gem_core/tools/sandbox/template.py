@@ -226,21 +226,34 @@ def run_child(request: dict, config: dict, workdir: str, stdin_fd: int, out_w: i
 
 
 # ---- the template -------------------------------------------------------------------------------
-def kill_uid(uid: int | None, pid: int) -> None:
-    """SIGKILL the call's process group, then every process left with the call's uid."""
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
+def kill_call(pid: int | None, uid: int | None) -> None:
+    """SIGKILL the call's process group (led by ``pid``) and, given ``uid``, every process of that uid."""
+    if pid is not None:
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
     if uid is None:
         return
     reaper = os.fork()
     if reaper == 0:
-        try:
+        with contextlib.suppress(BaseException):
             os.setresuid(uid, uid, uid)
             os.kill(-1, signal.SIGKILL)  # every process this uid may signal, except the reaper
-        except BaseException:
-            pass
         os._exit(0)
     os.waitpid(reaper, 0)
+
+
+def reap_leftovers(uid: int) -> None:
+    """Reap every process the call left behind (the template is a child subreaper, so the call's
+    orphans are its children), killing again until none is left: the next call starts clean."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            while os.waitpid(-1, os.WNOHANG) != (0, 0):
+                pass
+        except ChildProcessError:
+            return
+        time.sleep(0.001)
+        kill_call(None, uid)
 
 
 def serve_one(request: dict, config: dict, call: int) -> dict:
@@ -287,8 +300,11 @@ def serve_one(request: dict, config: dict, call: int) -> dict:
             if len(buffers[out_r]) + len(buffers[err_r]) > cap:
                 truncated = True
     # With a process limit of 1 the call could not fork, so its own process group is all there is.
-    kill_uid(config["drop_uid"] if request["max_processes"] > 1 else None, pid)
+    uid = config["drop_uid"] if request["max_processes"] > 1 else None
+    kill_call(pid, uid)
     _, wait_status = os.waitpid(pid, 0)
+    if uid is not None:
+        reap_leftovers(uid)
     for fd in (out_r, err_r, pidfd):
         os.close(fd)
     shutil.rmtree(workdir, ignore_errors=True)
@@ -321,6 +337,9 @@ def serve() -> None:
     os.dup2(null, 0)
     os.dup2(null, 1)
     os.makedirs(config["work_root"], mode=0o711, exist_ok=True)
+    with contextlib.suppress(OSError, AttributeError):  # orphans of a call become our children
+        pr_set_child_subreaper = 36
+        ctypes.CDLL(None).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
     if config["drop_uid"] is not None and (os.getuid() != 0 or not world_readable(sys.prefix)):
         # No privilege to switch uid, or another uid could not read the interpreter (a host Python
         # under /root in the weak modes): the calls keep the sandbox's own uid.
