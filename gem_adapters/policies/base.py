@@ -71,6 +71,43 @@ class Policy:
         return await coalescer.submit(params, list(prompts))
 
 
+class FunctionPolicy(Policy):
+    """A policy from a plain function ``fn(prompts, params)`` returning, per prompt, a ``Generation``,
+    a list of ids, or ``(ids, logprobs)``. Without a ``Generation`` the finish reason is inferred:
+    "stop" when the last id is one of ``params.stop_token_ids``."""
+
+    def __init__(self, fn: Callable[[list[list[int]], SamplingParams], Sequence[Any]]):
+        self.fn = fn
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
+        outputs = list(self.fn([list(p) for p in prompts], params))
+        if len(outputs) != len(prompts):
+            raise ValueError(
+                f"the policy function returned {len(outputs)} outputs for {len(prompts)} prompts"
+            )
+        return [_as_generation(out, params) for out in outputs]
+
+
+def as_policy(policy: Policy | Callable[..., Sequence[Any]]) -> Policy:
+    """``policy`` itself if it has ``generate``, else a ``FunctionPolicy`` around the function."""
+    if hasattr(policy, "generate"):
+        return policy  # type: ignore[return-value]
+    if callable(policy):
+        return FunctionPolicy(policy)
+    raise TypeError(f"a policy has a generate method or is a function, got {type(policy).__name__}")
+
+
+def _as_generation(out: Any, params: SamplingParams) -> Generation:
+    if isinstance(out, Generation):
+        return out
+    if isinstance(out, tuple) and len(out) == 2:
+        ids, logprobs = [int(t) for t in out[0]], [float(x) for x in out[1]]
+    else:
+        ids, logprobs = [int(t) for t in out], None
+    stopped = bool(ids) and ids[-1] in (params.stop_token_ids or ())
+    return Generation(ids, logprobs, "stop" if stopped else "length")
+
+
 class Coalescer:
     """Merges concurrent ``await submit(key, items)`` calls into one ``batch_fn(key, all_items)`` call.
 
