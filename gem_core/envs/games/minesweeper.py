@@ -23,8 +23,8 @@ The cell rewards add up to 0.5 × the fraction opened, so a win without penaltie
 
 ``scripted_action`` computes, from the visible board only, the exact probability that each hidden
 cell is a mine (all mine layouts consistent with the numbers and the mine count, equally likely) and
-opens a certainly-safe cell, or else the least likely mine. It wins about 92% of easy games and 80%
-of hard ones (see tests/games/test_minesweeper.py); the rest need a guess that it loses.
+opens a certainly-safe cell, or else the least likely mine. Measured over seeds 0-3999 (easy) and
+0-999 (hard) it wins 81% of games at both levels; the others end on a forced guess that hits a mine.
 """
 
 from __future__ import annotations
