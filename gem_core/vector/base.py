@@ -18,6 +18,7 @@ replaced by a fresh instance from its factory and reset; that step is reported a
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -65,15 +66,16 @@ class VectorEnv:
 
     def _replace(self, i: int) -> None:
         """Swap env ``i`` for a fresh instance (it raised or hung)."""
-        try:
+        with contextlib.suppress(Exception):
             self.envs[i].close()
-        except Exception:
-            pass
         self.envs[i] = self.env_fns[i]()
 
     # ---- API -------------------------------------------------------------------------------------
     def reset(
-        self, seed: int | Sequence[int | None] | None = None, indices: Sequence[int] | None = None, **kwargs: Any
+        self,
+        seed: int | Sequence[int | None] | None = None,
+        indices: Sequence[int] | None = None,
+        **kwargs: Any,
     ) -> tuple[list[Any], list[dict[str, Any]]]:
         """Reset all envs (or ``indices``); an int ``seed`` gives env ``i`` the seed ``seed + i``."""
         idx = list(range(self.num_envs)) if indices is None else [int(i) for i in indices]

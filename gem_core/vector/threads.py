@@ -4,12 +4,16 @@ Threads do not speed up pure-Python CPU work (the GIL); for that use a process b
 its RNG, so the interleaving of threads never changes an episode.
 
 A call that exceeds ``step_timeout`` cannot be killed (Python threads are not interruptible): its
-thread is abandoned with its env, and a fresh env on a fresh thread takes the slot.
+thread is abandoned with its env, and a fresh env on a fresh thread takes the slot. Worker threads
+are daemons, so an abandoned, hung env never keeps the interpreter from exiting.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
+import queue
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,13 +23,13 @@ from gem_core.vector.base import EnvFailure, VectorEnv, run_guarded
 
 class AsyncVectorEnv(VectorEnv):
     def __init__(self, env_fns: Sequence[Callable[[], Env]], **kwargs: Any):
-        self._workers: list[cf.ThreadPoolExecutor] = []
+        self._workers: list[_Worker] = []
         super().__init__(env_fns, **kwargs)
         self._workers = [self._new_worker(i) for i in range(self.num_envs)]
 
     @staticmethod
-    def _new_worker(i: int) -> cf.ThreadPoolExecutor:
-        return cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gem-env-{i}")
+    def _new_worker(i: int) -> _Worker:
+        return _Worker(f"gem-env-{i}")
 
     def _call(self, calls: Mapping[int, Callable[[Env], Any]], timeout: float | None) -> dict[int, Any]:
         futures = {i: self._workers[i].submit(run_guarded, fn, self.envs[i]) for i, fn in calls.items()}
@@ -36,7 +40,7 @@ class AsyncVectorEnv(VectorEnv):
                 results[i] = future.result()
             else:
                 results[i] = EnvFailure(f"step exceeded the {timeout}s step timeout")
-                self._workers[i].shutdown(wait=False, cancel_futures=True)
+                self._workers[i].shutdown()
                 self._workers[i] = self._new_worker(i)  # the hung thread keeps the old env
         return results
 
@@ -49,11 +53,36 @@ class AsyncVectorEnv(VectorEnv):
     def close(self) -> None:
         for i, worker in enumerate(self._workers):
             worker.submit(_quiet_close, self.envs[i])
-            worker.shutdown(wait=False)
+            worker.shutdown()
 
 
 def _quiet_close(env: Env) -> None:
-    try:
+    with contextlib.suppress(Exception):
         env.close()
-    except Exception:
-        pass
+
+
+class _Worker:
+    """One daemon thread running submitted calls in order (a ThreadPoolExecutor's threads are joined at
+    interpreter exit, so one hung env would hang the program's exit)."""
+
+    def __init__(self, name: str):
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future:
+        future: cf.Future = cf.Future()
+        self._calls.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        """Stop after the calls already queued (a hung call keeps its thread; it is a daemon)."""
+        self._calls.put(None)
+
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            future, fn, args = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:
+                    future.set_exception(exc)

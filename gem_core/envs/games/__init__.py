@@ -48,7 +48,10 @@ GAMES: dict[str, tuple[str, str, dict[str, dict]]] = {
     "Sudoku": (
         "sudoku",
         "SudokuEnv",
-        {"easy": {"size": 4, "clues": 10, "max_turns": 15}, "hard": {"size": 9, "clues": 50, "max_turns": 50}},
+        {
+            "easy": {"size": 4, "clues": 10, "max_turns": 15},
+            "hard": {"size": 9, "clues": 50, "max_turns": 50},
+        },
     ),
     "TowerOfHanoi": (
         "tower_of_hanoi",
@@ -103,9 +106,13 @@ def _register_games() -> None:
     for name, (module, cls, variants) in GAMES.items():
         entry_point = f"gem_core.envs.games.{module}:{cls}"
         for alias in [name, *(a for a, target in ALIASES.items() if target == name)]:
-            register(f"game:{alias}-v0", entry_point, description=f"{name} (classic settings)", **variants["hard"])
+            register(
+                f"game:{alias}-v0", entry_point, description=f"{name} (classic settings)", **variants["hard"]
+            )
             for variant, kwargs in variants.items():
-                register(f"game:{alias}-v0-{variant}", entry_point, description=f"{name}, {variant}", **kwargs)
+                register(
+                    f"game:{alias}-v0-{variant}", entry_point, description=f"{name}, {variant}", **kwargs
+                )
             register(
                 f"game:{alias}-v0-random",
                 "gem_core.envs.games.difficulty:RandomDifficulty",

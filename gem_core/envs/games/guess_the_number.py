@@ -64,8 +64,6 @@ class GuessTheNumberEnv(GameEnv):
         return str(self.action_rng.randint(self.min_number, self.max_number))
 
 
-
-
 def scripted_action(env: GuessTheNumberEnv) -> str:
     """Binary search over the range the hints still allow (only what the player has been told)."""
     return f"\\boxed{{{(env.low + env.high) // 2}}}"

@@ -1,0 +1,135 @@
+import random
+
+import pytest
+
+import gem_core
+from gem_core import Env, Wrapper
+from gem_core.wrappers import EpisodeStatistics, TimeLimit
+
+from .toy_envs import CountdownEnv
+
+
+def play(env, seed, actions):
+    transcript = [env.reset(seed=seed)]
+    for a in actions:
+        transcript.append(env.step(a))
+    return transcript
+
+
+def test_same_seed_same_episode_and_global_random_untouched():
+    state = random.getstate()
+    a = play(CountdownEnv(), 7, ["1", "2"])
+    random.seed(12345)  # global state must not matter
+    b = play(CountdownEnv(), 7, ["1", "2"])
+    assert a == b
+    assert play(CountdownEnv(), 8, ["1", "2"]) != a
+    random.setstate(state)
+
+
+def test_reset_without_seed_continues_the_generator():
+    env = CountdownEnv()
+    first = env.reset(seed=3)[0]
+    second = env.reset()[0]
+    assert first != second
+    replay = CountdownEnv()
+    assert [replay.reset(seed=3)[0], replay.reset()[0]] == [first, second]
+
+
+def test_sample_random_action_does_not_perturb_the_episode():
+    env, twin = CountdownEnv(length=5), CountdownEnv(length=5)
+    env.reset(seed=1)
+    twin.reset(seed=1)
+    for _ in range(3):
+        env.sample_random_action()
+    assert env.step("x") == twin.step("x")
+
+
+def test_spawn_keeps_constructor_arguments_and_overrides():
+    env = CountdownEnv(length=9, sleep=0.0)
+    clone = env.spawn(length=4)
+    assert type(clone) is CountdownEnv and clone.length == 4 and clone.sleep == 0.0
+    assert env.spawn().length == 9
+
+
+def test_spawn_same_state_and_state_round_trip_continue_identically():
+    env = CountdownEnv(length=6)
+    env.reset(seed=5)
+    env.step("1")
+    clone = env.spawn(same_state=True)
+    snapshot = env.get_state()
+    expected = [env.step(a) for a in "234"]
+    assert [clone.step(a) for a in "234"] == expected
+    env.set_state(snapshot)
+    assert [env.step(a) for a in "234"] == expected
+
+
+def test_state_snapshot_is_independent_of_later_steps():
+    env = CountdownEnv(length=6)
+    env.reset(seed=5)
+    snapshot = env.get_state()
+    env.step("1")
+    assert snapshot["t"] == 0
+
+
+class Shout(Wrapper):
+    def __init__(self, env, suffix="!"):
+        super().__init__(env)
+        self.suffix = suffix
+        self.shouts = 0
+
+    def step(self, action):
+        obs, r, term, trunc, info = self.env.step(action)
+        self.shouts += 1
+        return obs.upper() + self.suffix, r, term, trunc, info
+
+
+def test_wrapper_forwards_explicitly_and_does_not_copy_attributes():
+    env = Shout(CountdownEnv(length=4), suffix="?")
+    assert not hasattr(env, "secret")  # no attribute copying from the inner env
+    env.reset(seed=0)
+    assert env.unwrapped.secret == env.get_wrapper_attr("secret")
+    assert env.get_wrapper_attr("suffix") == "?"
+    with pytest.raises(AttributeError):
+        env.get_wrapper_attr("no_such_thing")
+    assert env.step("x")[0].endswith("?")
+
+
+def test_wrapper_spawn_rewraps_and_carries_state():
+    env = EpisodeStatistics(Shout(CountdownEnv(length=5), suffix="?"))
+    env.reset(seed=2)
+    env.step("a")
+    clone = env.spawn(same_state=True)
+    assert isinstance(clone, EpisodeStatistics) and isinstance(clone.env, Shout)
+    assert clone.env.suffix == "?" and clone.env.shouts == 1
+    assert [clone.step(a) for a in "bc"] == [env.step(a) for a in "bc"]
+
+
+def test_wrapper_rejects_non_env():
+    with pytest.raises(TypeError, match=r"wraps a gem_core\.Env"):
+        TimeLimit("not an env", max_turns=3)
+
+
+def test_spec_is_set_by_make_and_visible_through_wrappers():
+    env = TimeLimit(gem_core.make("game:GuessTheNumber-v0-easy"), max_turns=2)
+    assert env.spec.id == "game:GuessTheNumber-v0-easy"
+    assert env.spawn().spec.id == "game:GuessTheNumber-v0-easy"
+    assert "GuessTheNumber" in str(env)
+
+
+def test_base_env_step_is_abstract():
+    env = Env()
+    env.reset(seed=0)
+    with pytest.raises(NotImplementedError):
+        env.step("x")
+
+
+def test_context_manager_closes():
+    closed = []
+
+    class Closing(CountdownEnv):
+        def close(self):
+            closed.append(True)
+
+    with Closing() as env:
+        env.reset(seed=0)
+    assert closed == [True]

@@ -1,0 +1,61 @@
+import pytest
+
+import gem_core
+from gem_core import EnvNotFoundError
+from gem_core.vector import AsyncVectorEnv, SyncVectorEnv
+from gem_core.wrappers import TimeLimit
+
+
+def test_reference_gem_ids_resolve():
+    for env_id in ["game:GuessTheNumber-v0-hard", "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0"]:
+        assert env_id in gem_core.list_envs()
+    env = gem_core.make("game:GuessTheNumber-v0-hard")
+    assert (env.max_number, env.max_turns) == (50, 7)
+    easy = gem_core.make("game:GuessTheNumber-v0-easy")
+    assert (easy.max_number, easy.max_turns) == (10, 4)
+
+
+def test_make_kwargs_override_defaults():
+    env = gem_core.make("game:GuessTheNumber-v0-easy", max_turns=9)
+    assert env.max_turns == 9 and env.max_number == 10
+
+
+def test_unknown_id_lists_close_matches():
+    with pytest.raises(EnvNotFoundError, match=r"Did you mean: .*game:GuessTheNumber-v0"):
+        gem_core.make("game:GuesTheNumber-v0-hrad")
+    with pytest.raises(EnvNotFoundError, match="GuessTheNumber"):
+        gem_core.make("GuessTheNumber")
+
+
+def test_list_envs_patterns():
+    games = gem_core.list_envs("game:*")
+    assert games and all(i.startswith("game:") for i in games)
+    assert gem_core.list_envs("guessthenumber") == [i for i in gem_core.list_envs() if "GuessTheNumber" in i]
+    assert gem_core.list_envs("game:*-easy") == sorted(i for i in games if i.endswith("-easy"))
+
+
+def test_register_custom_env_and_duplicate_rejected():
+    spec = gem_core.register("test:Custom-v0", "tests.core.toy_envs:CountdownEnv", length=2)
+    env = gem_core.make("test:Custom-v0")
+    assert env.length == 2 and env.spec is spec and spec.category == "test"
+    with pytest.raises(ValueError, match="already registered"):
+        gem_core.register("test:Custom-v0", "tests.core.toy_envs:CountdownEnv")
+
+
+def test_reference_spelling_alias():
+    ids = gem_core.list_envs()
+    assert "game:TowerofHanoi-v0-easy" in ids and "game:TowerOfHanoi-v0-easy" in ids
+
+
+def test_make_vec_builds_sync_or_async_with_wrappers():
+    vec = gem_core.make_vec("game:GuessTheNumber-v0-easy", 3, wrappers=[lambda e: TimeLimit(e, 2)])
+    assert isinstance(vec, AsyncVectorEnv) and len(vec) == 3
+    assert all(isinstance(e, TimeLimit) for e in vec.envs)
+    vec.close()
+    mixed = gem_core.make_vec(
+        ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"], asynchronous=False
+    )
+    assert isinstance(mixed, SyncVectorEnv)
+    assert [e.spec.id for e in mixed.envs] == ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"]
+    with pytest.raises(EnvNotFoundError):
+        gem_core.make_vec("game:Nope-v0", 2)
