@@ -155,13 +155,13 @@ class SudokuEnv(GameEnv):
             return (
                 f"Correct, and the grid is complete: you solved the Sudoku!\n{self.render()}",
                 SUCCESS_REWARD,
-                (True),
+                True,
                 {"success": True},
             )
         return (
             f"Correct: {digit} at row {row}, column {col}.\n{self.render()}",
             PROGRESS_REWARD / self.num_empty,
-            (False),
+            False,
             {},
         )
 

@@ -97,7 +97,7 @@ class TowerOfHanoiEnv(GameEnv):
         if after == 1.0:
             return (
                 f"You moved disk {disk} from {src} to {dst} and solved the puzzle!\n{self.render()}",
-                (SUCCESS_REWARD),
+                SUCCESS_REWARD,
                 True,
                 {"success": True},
             )
