@@ -1,0 +1,100 @@
+"""ToolEnvWrapper: gives any env tools, turning a single-turn task into a multi-turn agent task.
+
+At reset the tools' instructions are appended to the first observation. On each step the tools try
+to parse the action in order; the first that finds a call runs it and its result is the next
+observation (the inner env is not stepped, the episode goes on). An action with no tool call goes
+to the inner env as usual. After ``max_tool_uses`` calls the agent is told to answer directly, and
+later tool-call actions go to the inner env as answers.
+
+Rewards of a tool step: ``tool_reward`` for any call, plus ``tool_success_reward`` when it worked,
+minus ``tool_error_penalty`` when it failed. Every step's info carries the episode's counts
+(``tool_uses``, ``tool_successes``, ``tool_errors``) and ``use_tool``; a tool step also names the
+``tool`` and whether it was ``tool_ok``.
+
+Tools are shared, static resources (``_static_attributes``): snapshots do not copy them, spawned
+envs use the same ones, and closing the env leaves them open (close them yourself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gem_core.core import Env, StepResult, Wrapper
+from gem_core.tools.base import Tool
+
+
+class ToolEnvWrapper(Wrapper):
+    _static_attributes = ("tools",)
+
+    def __init__(
+        self,
+        env: Env,
+        tools: Sequence[Tool],
+        tool_reward: float = 0.0,
+        tool_success_reward: float = 0.0,
+        tool_error_penalty: float = 0.0,
+        max_tool_uses: int | None = 10,
+    ):
+        super().__init__(env)
+        if not tools:
+            raise ValueError("give at least one tool")
+        if max_tool_uses is not None and max_tool_uses < 0:
+            raise ValueError("max_tool_uses must be >= 0 (or None for no limit)")
+        self.tools = list(tools)
+        self.tool_reward = tool_reward
+        self.tool_success_reward = tool_success_reward
+        self.tool_error_penalty = tool_error_penalty
+        self.max_tool_uses = max_tool_uses
+        self.tool_uses = self.tool_successes = self.tool_errors = 0
+
+    def instructions(self) -> str:
+        text = "\n\n".join(tool.instruction() for tool in self.tools)
+        return f"Available tools:\n{text}" if len(self.tools) > 1 else text
+
+    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, **kwargs)
+        self.tool_uses = self.tool_successes = self.tool_errors = 0
+        return f"{obs}\n\n{self.instructions()}", {**info, **self._counts(), "use_tool": False}
+
+    def step(self, action: str) -> StepResult:
+        found = self._find_call(action)
+        if found is None:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            return obs, reward, terminated, truncated, {**info, **self._counts(), "use_tool": False}
+        tool, call = found
+        try:
+            obs, ok = tool.execute(call)
+        except Exception as exc:  # a tool must not raise; if one does, the agent still gets an answer
+            obs, ok = f"Tool error ({tool.name}): {type(exc).__name__}: {exc}", False
+        self.tool_uses += 1
+        if ok:
+            self.tool_successes += 1
+        else:
+            self.tool_errors += 1
+        reward = self.tool_reward + (self.tool_success_reward if ok else -self.tool_error_penalty)
+        if self.max_tool_uses is not None and self.tool_uses >= self.max_tool_uses:
+            obs = (
+                f"{obs}\n\nYou have used all {self.max_tool_uses} tool calls. "
+                "Do not call a tool again: give your final answer directly."
+            )
+        info = {**self._counts(), "use_tool": True, "tool": tool.name, "tool_ok": ok}
+        return obs, float(reward), False, False, info
+
+    def _find_call(self, action: str) -> tuple[Tool, Any] | None:
+        if not isinstance(action, str):
+            return None
+        if self.max_tool_uses is not None and self.tool_uses >= self.max_tool_uses:
+            return None
+        for tool in self.tools:
+            call = tool.parse(action)
+            if call is not None:
+                return tool, call
+        return None
+
+    def _counts(self) -> dict[str, int]:
+        return {
+            "tool_uses": self.tool_uses,
+            "tool_successes": self.tool_successes,
+            "tool_errors": self.tool_errors,
+        }
