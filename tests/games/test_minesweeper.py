@@ -4,6 +4,8 @@ import itertools
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gem_core import check_env, make
 from gem_core.envs.games.minesweeper import MinesweeperEnv, _neighbours, mine_probabilities, scripted_action
@@ -130,3 +132,12 @@ def test_determinism():
         a.step("\\boxed{reveal 4 4}")
         layouts.add(frozenset(a.mines))
     assert len(layouts) == 10
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=40))
+def test_any_boxed_text_gets_an_explained_observation(text):
+    env = make("game:Minesweeper-v0-hard")
+    env.reset(seed=0)
+    obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
+    assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

@@ -3,6 +3,8 @@
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gem_core import check_env, make
 from gem_core.envs.games.word_search import WordSearchEnv, occurrences, scripted_action
@@ -106,3 +108,12 @@ def test_determinism():
         a.reset(seed=seed)
         grids.add(tuple(a.grid))
     assert len(grids) == 20
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=40))
+def test_any_boxed_text_gets_an_explained_observation(text):
+    env = make("game:WordSearch-v0-hard")
+    env.reset(seed=0)
+    obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
+    assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

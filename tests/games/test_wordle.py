@@ -4,6 +4,8 @@ import pickle
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gem_core import check_env, make
 from gem_core.envs.games import wordlists
@@ -111,3 +113,12 @@ def test_determinism():
         a.reset(seed=seed)
         secrets.add(a.secret)
     assert len(secrets) > 10
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=40))
+def test_any_boxed_text_gets_an_explained_observation(text):
+    env = make("game:Wordle-v0-hard")
+    env.reset(seed=0)
+    obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
+    assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

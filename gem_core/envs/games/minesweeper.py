@@ -40,6 +40,7 @@ WIN_REWARD = 1.0
 
 HIDDEN, FLAG, MINE = "#", "F", "*"
 _MOVE = re.compile(r"[a-z0-9\s,;:()\[\]]*")
+_FILLER = {"row", "col", "column", "cell", "at", "r", "c"}  # "reveal row 2, col 3" reads as "reveal 2 3"
 
 
 def _neighbours(r: int, c: int, rows: int, cols: int) -> list[tuple[int, int]]:
@@ -109,7 +110,8 @@ class MinesweeperEnv(GameEnv):
         text = move.lower()
         if not _MOVE.fullmatch(text):
             return f"'{move[:40]}' is not a move like 'reveal 2 3' or 'flag 2 3'."
-        words, numbers = re.findall(r"[a-z]+", text), re.findall(r"[0-9]+", text)
+        words = [w for w in re.findall(r"[a-z]+", text) if w not in _FILLER]
+        numbers = re.findall(r"[0-9]+", text)
         verb = words[0] if len(words) == 1 else ("reveal" if not words else "")
         verb = {"open": "reveal", "click": "reveal"}.get(verb, verb)
         if verb not in ("reveal", "flag", "unflag") or len(numbers) != 2:
