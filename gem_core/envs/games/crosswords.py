@@ -14,7 +14,7 @@ the grid starts empty, with only the clues and word lengths to go on.
 | a right answer                                         | +0.5 / num_words              |
 | a wrong answer of the right length                     |  0.0                          |
 | the last slot filled (episode ends, success)           | +1.0, plus its word's reward  |
-| no such slot / wrong length / not "N across|down WORD" | -0.1                          |
+| no such slot / wrong length / not "N across/down WORD" | -0.1                          |
 | answering a solved slot, or repeating a wrong answer   | -0.1                          |
 | no ``\\boxed{}`` in the reply                          | -0.1                          |
 | turns run out                                          |  0.0 (the word rewards paid, 0.5 × fraction solved, are the partial credit) |

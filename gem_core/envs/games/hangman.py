@@ -16,6 +16,10 @@ Progress is the fraction of the word's letters revealed.
 | turns run out                                          |  0.0 (the letter rewards paid, 0.5 × fraction revealed, are the partial credit) |
 
 The letter rewards add up to 0.5 × the fraction revealed, so a win without penalties returns exactly 1.5.
+
+``scripted_action`` wins on all 400 seven-letter answers within the hard 20 turns, but on only 263 of
+the 343 three-letter answers (77%) within the easy 10: after ``_ O T`` ten words remain (cot, dot, got,
+hot, jot, lot, not, pot, rot, tot) and no letter tells more than one of them apart.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Progress is the fraction of safe cells opened.
 | the last safe cell opened (episode ends, success)      | +1.0, plus the cells opened            |
 | opening a mine (episode ends, failure)                 |  0.0                                   |
 | flag / unflag                                          |  0.0                                   |
-| cell off the grid / not "reveal|flag|unflag R C"       | -0.1                                   |
+| cell off the grid / not "reveal/flag/unflag R C"       | -0.1                                   |
 | revealing an open or flagged cell, re-flagging a flag  | -0.1                                   |
 | no ``\\boxed{}`` in the reply                          | -0.1                                   |
 | turns run out                                          |  0.0 (the cell rewards paid, 0.5 × fraction opened, are the partial credit) |
