@@ -15,13 +15,13 @@ Progress ``p`` is the fraction of the ``size**2 - 1`` tiles on their home cell.
 |-----------------------------------------------------|-------------------------------|
 | move that puts a tile on its home cell              | +0.5 / (size**2 - 1)          |
 | move that takes a tile off its home cell            | -0.5 / (size**2 - 1)          |
-| move that solves the puzzle (episode ends)          | +1.0 (instead of the above)   |
+| move that solves the puzzle (episode ends)          | +0.5 / (size**2 - 1) + 1.0    |
 | direction with no tile to slide, tile not next to the blank, no such tile, unreadable | -0.1 |
 | no ``\\boxed{}`` in the reply                       | -0.1                          |
 | turns run out                                       | +0.5 * p (partial credit)     |
 
 The progress rewards telescope, so a game solved without mistakes returns exactly
-``1.0 + 0.5 * ((T - 1) / T - p0)`` with ``T = size**2 - 1`` tiles and ``p0`` the starting progress.
+``1.0 + 0.5 * (1 - p0)``, ``p0`` being the starting progress.
 ``scripted_action`` plans with weighted A* (Manhattan distance + linear conflicts), lowering the
 weight down to exact A* until the plan fits the turns left; exact A* always fits, since the optimal
 solution is at most ``L`` moves.
@@ -110,14 +110,10 @@ class FifteenPuzzleEnv(GameEnv):
         tile = _tile(self.board, n, direction)
         before = self.progress()
         self.board = apply_move(self.board, n, direction)
-        if self.board == self.solved:
-            return (
-                f"You slid {tile} {direction} and solved the puzzle!\n{self.render()}",
-                SUCCESS_REWARD,
-                True,
-                {"success": True},
-            )
         reward = PROGRESS_REWARD * (self.progress() - before)
+        if self.board == self.solved:
+            text = f"You slid {tile} {direction} and solved the puzzle!\n{self.render()}"
+            return text, reward + SUCCESS_REWARD, True, {"success": True}
         return f"You slid {tile} {direction}.\n{self.render()}", reward, False, {}
 
     def _invalid(self, why: str) -> tuple[str, float, bool, dict[str, Any]]:

@@ -11,14 +11,14 @@ Progress ``p = (log2(max tile) - 1) / (log2(target) - 1)`` (0 for a board of 2s,
 |------------------------------------------------------|--------------------------------|
 | move that makes a new largest tile                   | +0.5 * (increase of p), i.e. +0.5 / (log2(target) - 1) per doubling |
 | other move that changes the board                    |  0.0                           |
-| move that reaches the target tile (episode ends)     | +1.0 (instead of the above)    |
+| move that reaches the target tile (episode ends)     | its progress reward + 1.0      |
 | move that changes nothing, unknown direction         | -0.1                           |
 | no ``\\boxed{}`` in the reply                        | -0.1                           |
 | no move left (game lost, episode ends)               | its progress reward + 0.5 * p  |
 | turns run out                                        | +0.5 * p (partial credit)      |
 
 Won without mistakes from a largest start tile ``s``, the return is exactly
-``1.0 + 0.5 * (p(target / 2) - p(s))``. The tiles sum to at most 8 + 4 per move, so a target above
+``1.0 + 0.5 * (1 - p(s))``. The tiles sum to at most 8 + 4 per move, so a target above
 ``8 + 4 * max_turns`` cannot be reached: the registered hard (512 in 50 turns) and extreme-hard (2048 in
 100 turns) settings can only earn partial credit, as in the reference GEM. ``scripted_action`` is a
 depth-2 expectimax player; its measured win rate at easy (64 in 50 turns) is in tests/games/test_game2048.py.
@@ -94,7 +94,7 @@ class Game2048Env(GameEnv):
         self.board = moved
         if max(self.board) >= self.target_tile:
             text = f"You slid {direction} and made a {max(self.board)} tile: you win!\n{self.render()}"
-            return text, SUCCESS_REWARD, True, {"success": True}
+            return text, PROGRESS_REWARD * (1.0 - before) + SUCCESS_REWARD, True, {"success": True}
         self._spawn()
         reward = PROGRESS_REWARD * (self.progress() - before)
         if not any(slide(self.board, d) != self.board for d in DIRECTIONS):

@@ -16,13 +16,13 @@ the fraction of boxes on targets:
 | push that puts a box on a target                  | +0.5 / N                     |
 | push that takes a box off a target                | -0.5 / N                     |
 | other legal move                                  |  0.0                         |
-| push that puts the last box on target (episode ends) | +1.0 (instead of the above) |
+| push that puts the last box on target (episode ends) | +0.5 / N + 1.0           |
 | walking into a wall, pushing a box into a wall or another box, unknown direction | -0.1 |
 | no ``\\boxed{}`` in the reply                     | -0.1                         |
 | turns run out                                     | +0.5 * p (partial credit)    |
 
 The box rewards telescope, so a level solved without mistakes returns exactly
-``1.0 + 0.5 * ((N - 1) / N - p0)``, ``p0`` being the fraction of boxes on targets at the start.
+``1.0 + 0.5 * (1 - p0)``, ``p0`` being the fraction of boxes on targets at the start.
 ``scripted_action`` plans with weighted A* over (player, boxes) states, lowering the weight down to
 exact A* until the plan fits the turns left.
 """
@@ -160,16 +160,13 @@ class SokobanEnv(GameEnv):
         before = self.progress()
         self.boxes = (self.boxes - {ahead}) | {beyond}
         self.player = ahead
+        reward = PROGRESS_REWARD * (self.progress() - before)
         if self.boxes == self.targets:
-            return (
-                f"You pushed the last box onto a target: solved!\n{self.render()}",
-                SUCCESS_REWARD,
-                True,
-                {"success": True},
-            )
+            text = f"You pushed the last box onto a target: solved!\n{self.render()}"
+            return text, reward + SUCCESS_REWARD, True, {"success": True}
         where = "onto a target" if beyond in self.targets else "off a target" if ahead in self.targets else ""
         text = f"You pushed a box {direction}{' ' + where if where else ''}.\n{self.render()}"
-        return text, PROGRESS_REWARD * (self.progress() - before), False, {}
+        return text, reward, False, {}
 
     def _invalid(self, why: str) -> tuple[str, float, bool, dict[str, Any]]:
         return f"Invalid move. {why}\n{self.render()}", INVALID_MOVE_PENALTY, False, {"invalid_move": True}

@@ -12,14 +12,14 @@ A move is ``row col value`` with 1-based coordinates, e.g. ``\\boxed{2 3 4}`` (a
 | event                                                        | reward            |
 |--------------------------------------------------------------|-------------------|
 | correct digit in an empty cell                               | +0.5 / E          |
-| the digit that completes the grid (episode ends)             | +1.0 (instead of the above) |
+| the digit that completes the grid (episode ends)             | +0.5 / E + 1.0    |
 | digit already in the cell's row, column or box (rule broken) | -0.1              |
 | digit that breaks no rule but is not the (unique) solution's | -0.1              |
 | cell already filled (given or placed), off the board, unreadable | -0.1          |
 | no ``\\boxed{}`` in the reply                                | -0.1              |
 | turns run out                                                | +0.5 * p (partial credit) |
 
-A solved game with no mistakes returns exactly ``1.0 + 0.5 * (E - 1) / E``. Rejected moves leave
+A solved game with no mistakes returns exactly 1.5 (0.5 for the cells, 1.0 for the win). Rejected moves leave
 the board unchanged. Easy (4x4, 10 clues) leaves 6 cells for 15 turns; hard (9x9, 50 clues) 31 for 50.
 """
 
@@ -151,19 +151,11 @@ class SudokuEnv(GameEnv):
                 f"{digit} at row {row}, column {col} breaks no rule yet, but it is not part of the solution."
             )
         self.board[r][c] = digit
+        reward = PROGRESS_REWARD / self.num_empty
         if all(all(line) for line in self.board):
-            return (
-                f"Correct, and the grid is complete: you solved the Sudoku!\n{self.render()}",
-                SUCCESS_REWARD,
-                True,
-                {"success": True},
-            )
-        return (
-            f"Correct: {digit} at row {row}, column {col}.\n{self.render()}",
-            PROGRESS_REWARD / self.num_empty,
-            False,
-            {},
-        )
+            text = f"Correct, and the grid is complete: you solved the Sudoku!\n{self.render()}"
+            return text, reward + SUCCESS_REWARD, True, {"success": True}
+        return f"Correct: {digit} at row {row}, column {col}.\n{self.render()}", reward, False, {}
 
     def _conflict(self, r: int, c: int, digit: int) -> str:
         if digit in self.board[r]:

@@ -12,13 +12,13 @@ fraction of the ``n`` disks in their final position. Rewards (``n`` disks):
 | legal move that puts a disk into its final position     | +0.5 / n               |
 | legal move that takes a disk out of its final position  | -0.5 / n               |
 | other legal move                                        |  0.0                   |
-| the move that completes the tower on C (episode ends)   | +1.0 (instead of the above) |
+| the move that completes the tower on C (episode ends)   | +0.5 / n + 1.0         |
 | empty source peg, larger disk onto smaller, same peg, unknown peg | -0.1         |
 | no ``\\boxed{}`` in the reply                           | -0.1                   |
 | turns run out                                           | +0.5 * p (partial credit) |
 
 The progress rewards are potential-based (they telescope), so moving a disk on and off C earns
-nothing. A solved game with no mistakes returns exactly ``1.0 + 0.5 * (n - 1) / n``.
+nothing. A solved game with no mistakes returns exactly 1.5 (0.5 for the disks, 1.0 for the win).
 The optimal solution takes ``2**n - 1`` moves (easy: 3 disks, 7 moves in 10 turns; hard: 5 disks,
 31 moves in 35 turns); ``scripted_action`` plays optimally from any legal position.
 """
@@ -94,19 +94,11 @@ class TowerOfHanoiEnv(GameEnv):
         before = self.progress()
         self.pegs[dst].append(self.pegs[src].pop())
         after = self.progress()
+        reward = PROGRESS_REWARD * (after - before)
         if after == 1.0:
-            return (
-                f"You moved disk {disk} from {src} to {dst} and solved the puzzle!\n{self.render()}",
-                SUCCESS_REWARD,
-                True,
-                {"success": True},
-            )
-        return (
-            f"You moved disk {disk} from {src} to {dst}.\n{self.render()}",
-            PROGRESS_REWARD * (after - before),
-            False,
-            {},
-        )
+            text = f"You moved disk {disk} from {src} to {dst} and solved the puzzle!\n{self.render()}"
+            return text, reward + SUCCESS_REWARD, True, {"success": True}
+        return f"You moved disk {disk} from {src} to {dst}.\n{self.render()}", reward, False, {}
 
     def _invalid(self, why: str) -> tuple[str, float, bool, dict[str, Any]]:
         return f"Invalid move. {why}\n{self.render()}", INVALID_MOVE_PENALTY, False, {"invalid_move": True}
