@@ -1,3 +1,4 @@
 """Built-in environments; importing this package registers their ids."""
 
+import gem_core.envs.code  # noqa: F401
 import gem_core.envs.games  # noqa: F401
