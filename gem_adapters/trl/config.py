@@ -1,0 +1,65 @@
+"""GEMGRPOConfig: TRL's ``GRPOConfig`` plus what it takes to play GEM episodes inside the trainer.
+
+The fields added here describe the episodes (turn limits, prompt) and the advantage estimator; every
+other field is TRL's and means what TRL says, with three points to know:
+
+* one TRL sample is one whole episode, so ``per_device_train_batch_size`` and
+  ``generation_batch_size`` count episodes and ``num_generations`` is the number of episodes that
+  share an initial state (a GRPO group: same env id and seed);
+* ``max_completion_length`` is not the per-turn budget (that is ``max_turn_tokens``); TRL still uses
+  it as the length normaliser of ``loss_type="dr_grpo"``;
+* ``bf16`` left unset means bf16 only on a GPU that supports it (TRL would turn it on everywhere, and
+  the Trainer then refuses to run on a CPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+
+@dataclass
+class GEMGRPOConfig(GRPOConfig):
+    advantage_estimator: str = field(
+        default="rebn",
+        metadata={
+            "help": "A name from gem_adapters.advantages.ESTIMATORS: 'rebn' (return batch normalisation, per turn), "
+            "'grpo', 'dr_grpo', 'rloo' (per episode, over its group), 'reinforce'."
+        },
+    )
+    gamma: float = field(default=0.9, metadata={"help": "Discount of per-turn rewards within an episode."})
+    advantage_eps: float = field(
+        default=1e-6, metadata={"help": "Added to the std when advantages are normalised."}
+    )
+    max_turns: int | None = field(
+        default=None, metadata={"help": "Actions per episode (None: the env's own limit)."}
+    )
+    max_turn_tokens: int = field(default=24, metadata={"help": "New tokens per turn."})
+    max_context_tokens: int | None = field(
+        default=2048, metadata={"help": "Tokens per episode, prompt included; an episode that fills it ends."}
+    )
+    system_prompt: str | None = field(
+        default=None, metadata={"help": "System message before each episode's first observation."}
+    )
+
+    def __post_init__(self) -> None:
+        if self.bf16 is None and not self.fp16:
+            import torch
+
+            self.bf16 = bool(
+                not self.use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+            )
+        super().__post_init__()
+        if self.max_turn_tokens < 1:
+            raise ValueError("max_turn_tokens must be at least 1")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        from gem_adapters.advantages import ESTIMATORS
+
+        if self.advantage_estimator not in ESTIMATORS:
+            raise ValueError(
+                f"unknown advantage_estimator {self.advantage_estimator!r}; known: {sorted(ESTIMATORS)}"
+            )
+        if self.advantage_estimator == "gae":
+            raise ValueError("'gae' needs a critic's values; GRPOTrainer trains no critic")

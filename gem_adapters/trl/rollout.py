@@ -1,0 +1,186 @@
+"""GEM episodes as TRL samples: the dataset of tasks and the ``rollout_func`` that plays them.
+
+TRL's ``GRPOTrainer`` hands its ``rollout_func`` a list of prompts, already repeated
+``num_generations`` times, and wants one sample per entry. Here a prompt is a *task*, a small JSON
+string naming an env id and a seed (``task_prompt``), and its sample is one whole episode played
+from that seed. The ``num_generations`` copies of a task share env id and seed, hence the same
+initial state: they form one GRPO group (``Episode.group_id``).
+
+One episode, one sample (``episode_to_sample``)::
+
+    prompt_ids      = system prompt + first observation + generation prompt   (everything before action 1)
+    completion_ids  = action 1 | env/template ids | action 2 | ... | last action
+    env_mask        =    1 1 1 |   0 0 0 0 0 0    |  1 1 1   | ... | 1 1 1
+    logprobs        = the policy's logprob of each action id, 0.0 on env/template ids
+
+``env_mask`` becomes TRL's tool mask: env and template ids get no loss. The completion stops at the
+last action's last id, so TRL's truncation test (does the completion end with EOS?) is true exactly
+when the last action was cut off by ``max_turn_tokens``.
+
+Generation: with ``use_vllm`` the trainer's vLLM backend (``VLLMPolicy``, colocate or server mode);
+otherwise a ``TransformersPolicy`` around the trainer's own (unwrapped) model, all active episodes
+batched per turn by the shared rollout driver.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gem_adapters.policies.base import Policy, SamplingParams
+from gem_adapters.rollout import rollout
+from gem_adapters.trajectory import ChatRenderer, Episode
+
+RolloutFunc = Callable[[list[Any], Any], dict[str, Any]]
+
+
+def task_prompt(env_id: str, seed: int) -> str:
+    """The dataset prompt naming one task: ``{"env_id": ..., "seed": ...}`` as JSON."""
+    return json.dumps({"env_id": env_id, "seed": int(seed)})
+
+
+def parse_task_prompt(prompt: Any) -> tuple[str, int]:
+    """``(env_id, seed)`` of a prompt made by ``task_prompt``."""
+    try:
+        task = json.loads(prompt)
+        return str(task["env_id"]), int(task["seed"])
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ValueError(
+            f"a GEM task prompt is the JSON of an env id and a seed (see task_prompt), got {prompt!r}"
+        ) from exc
+
+
+def tasks_dataset(env_ids: str | Sequence[str], num_tasks: int, first_seed: int = 0):
+    """A ``datasets.Dataset`` of ``num_tasks`` tasks (columns ``prompt``, ``env_id``, ``seed``); seeds
+    ``first_seed, first_seed + 1, ...``, env ids taken in turn from ``env_ids``."""
+    from datasets import Dataset
+
+    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    rows = [(ids[i % len(ids)], first_seed + i) for i in range(num_tasks)]
+    return Dataset.from_dict(
+        {
+            "prompt": [task_prompt(env_id, seed) for env_id, seed in rows],
+            "env_id": [env_id for env_id, _ in rows],
+            "seed": [seed for _, seed in rows],
+        }
+    )
+
+
+@dataclass
+class EpisodeSample:
+    """One episode laid out as a TRL sample; ``turn_spans`` index into ``completion_ids``."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    env_mask: list[int]
+    turn_spans: list[tuple[int, int]]
+
+
+def episode_to_sample(episode: Episode) -> EpisodeSample:
+    """Split an episode's token sequence before its first action (see the module docstring)."""
+    if not episode.turns:
+        raise ValueError(
+            f"episode of {episode.env_id} (seed {episode.seed}) has no action: its first prompt does not fit "
+            "max_context_tokens"
+        )
+    sequence = episode.to_sequence(include_closing=False)
+    start = sequence.turn_spans[0][0]
+    logprobs = sequence.logprobs
+    if logprobs is None:
+        raise ValueError("the policy returned no logprobs; TRL needs them for every generated id")
+    return EpisodeSample(
+        prompt_ids=sequence.token_ids[:start],
+        completion_ids=sequence.token_ids[start:],
+        logprobs=logprobs[start:],
+        env_mask=sequence.loss_mask[start:],
+        turn_spans=[(a - start, b - start) for a, b in sequence.turn_spans],
+    )
+
+
+def make_rollout_func(
+    renderer: ChatRenderer,
+    *,
+    max_turns: int | None = None,
+    max_turn_tokens: int = 24,
+    max_context_tokens: int | None = None,
+) -> RolloutFunc:
+    """A TRL ``rollout_func`` that plays one GEM episode per prompt (a ``task_prompt``).
+
+    Besides ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` it returns, per sample,
+    ``episode`` (the ``Episode``; TRL passes it to the reward functions) and, for the whole call,
+    ``rollout_seconds``.
+    """
+
+    calls = 0
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        nonlocal calls
+        calls += 1
+        tasks = [parse_task_prompt(p) for p in prompts]
+        sampling = SamplingParams(
+            max_new_tokens=max_turn_tokens,
+            temperature=trainer.temperature,
+            top_p=trainer.top_p,
+            top_k=trainer.top_k or 0,
+        )
+        started = time.perf_counter()
+        # Each call samples from its own generator: reproducible, and the global torch RNG is untouched.
+        seed = (trainer.args.seed * 1_000_003 + calls) * 1_009 + trainer.accelerator.process_index
+        with _policy_for(trainer, seed) as policy:
+            episodes = rollout(
+                [env_id for env_id, _ in tasks],
+                policy,
+                renderer,
+                seeds=[seed for _, seed in tasks],
+                max_turns=max_turns,
+                max_new_tokens=max_turn_tokens,
+                max_context_tokens=max_context_tokens,
+                sampling=sampling,
+            )
+        elapsed = time.perf_counter() - started
+        samples = [episode_to_sample(e) for e in episodes]
+        return {
+            "prompt_ids": [s.prompt_ids for s in samples],
+            "completion_ids": [s.completion_ids for s in samples],
+            "logprobs": [s.logprobs for s in samples],
+            "env_mask": [s.env_mask for s in samples],
+            "episode": episodes,
+            "rollout_seconds": elapsed,
+        }
+
+    return rollout_func
+
+
+class _policy_for:
+    """The generation backend for one call: vLLM when the trainer uses it, else the trainer's model."""
+
+    def __init__(self, trainer: Any, seed: int):
+        self.trainer, self.seed = trainer, seed
+        self._context: Any = None
+
+    def __enter__(self) -> Policy:
+        trainer = self.trainer
+        if trainer.use_vllm:
+            from gem_adapters.trl.vllm_policy import VLLMPolicy
+
+            return VLLMPolicy(trainer.vllm_generation)
+        from trl.models.utils import unwrap_model_for_generation
+
+        from gem_adapters.policies.transformers_policy import TransformersPolicy
+
+        self._context = unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+        )
+        model = self._context.__enter__()
+        return TransformersPolicy(model, trainer.processing_class, seed=self.seed)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._context is not None:
+            self._context.__exit__(*exc)

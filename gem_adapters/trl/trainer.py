@@ -1,0 +1,136 @@
+"""GEMGRPOTrainer: TRL's GRPOTrainer training on whole multi-turn GEM episodes.
+
+Two changes to ``GRPOTrainer``, both through the hooks TRL offers:
+
+* generation is ``make_rollout_func`` (see ``gem_adapters.trl.rollout``): every sample is one
+  episode, env and template tokens carry ``env_mask = 0`` and get no loss;
+* scoring: ``_generate_and_score_completions`` runs TRL's own version, then replaces its advantages
+  (one number per sample, from group-normalised rewards) by the shared estimator's per-turn
+  advantages (``gem_adapters.advantages``) placed on each turn's tokens: a (B, T) tensor, which
+  TRL's loss accepts as is. ``advantage_estimator="rebn"`` (the default) normalises the discounted
+  per-turn returns over every turn of the batch; ``"grpo"``, ``"dr_grpo"`` and ``"rloo"`` give
+  every turn its episode's group-relative advantage, for comparison.
+
+The estimator sees the whole generation batch: with several processes, per-turn rewards and group
+ids are gathered first (a GRPO group may span processes) and each process keeps its own rows.
+
+Each generation logs, besides TRL's metrics, ``env/return``, ``env/success_rate``, ``env/turns``,
+``env/format_error_rate``, ``env/invalid_move_rate``, ``env/generated_tokens``,
+``env/rollout_seconds`` and ``env/tokens_per_second``. ``last_episodes`` holds the episodes of the
+latest generation batch (e.g. to record them with ``gem_adapters.trajectory.write_jsonl``) and
+``last_advantages`` the (B, T) tensor it trained on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate.utils import gather_object
+from trl import GRPOTrainer
+
+from gem_adapters.advantages import compute_advantages, turn_values_to_tokens
+from gem_adapters.trajectory import ChatRenderer, Episode
+from gem_adapters.trl.config import GEMGRPOConfig
+from gem_adapters.trl.rollout import episode_to_sample, make_rollout_func
+
+
+def episode_return(completions: list[Any], episode: list[Episode], **_: Any) -> list[float]:
+    """TRL reward function: the undiscounted return of each episode (what TRL logs as ``reward``)."""
+    return [e.total_reward for e in episode]
+
+
+class GEMGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` over GEM episodes. ``train_dataset`` holds task prompts
+    (``gem_adapters.trl.tasks_dataset``); ``renderer`` defaults to the tokenizer's chat template with
+    ``args.system_prompt``."""
+
+    def __init__(
+        self,
+        model: Any,
+        args: GEMGRPOConfig,
+        train_dataset: Any,
+        processing_class: Any = None,
+        *,
+        renderer: ChatRenderer | None = None,
+        reward_funcs: Any = None,
+        **kwargs: Any,
+    ):
+        if not isinstance(args, GEMGRPOConfig):
+            raise TypeError(f"GEMGRPOTrainer needs a GEMGRPOConfig, got {type(args).__name__}")
+        if args.repetition_penalty != 1.0 or args.min_p is not None:
+            raise ValueError("repetition_penalty and min_p are not supported by the GEM rollout")
+        if processing_class is None:
+            from transformers import AutoTokenizer
+
+            name = model if isinstance(model, str) else model.config._name_or_path
+            processing_class = AutoTokenizer.from_pretrained(name)
+        self.renderer = renderer or ChatRenderer(processing_class, args.system_prompt)
+        rollout_func = kwargs.pop("rollout_func", None) or make_rollout_func(
+            self.renderer,
+            max_turns=args.max_turns,
+            max_turn_tokens=args.max_turn_tokens,
+            max_context_tokens=args.max_context_tokens,
+        )
+        super().__init__(
+            model=model,
+            reward_funcs=reward_funcs or episode_return,
+            args=args,
+            train_dataset=train_dataset,
+            processing_class=processing_class,
+            rollout_func=rollout_func,
+            **kwargs,
+        )
+        self.last_episodes: list[Episode] = []
+        self.last_advantages: torch.Tensor | None = None
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        # TRL merged the rollout's extra fields into ``inputs``: each row now holds its episode.
+        episodes = [row["episode"] for row in inputs]
+        width = output["completion_ids"].size(1)
+        advantages = self.token_advantages(episodes, width).to(output["completion_ids"].device)
+        output["advantages"] = advantages
+        self.last_episodes, self.last_advantages = episodes, advantages
+        self._log_episodes(episodes, float(inputs[0].get("rollout_seconds", float("nan"))))
+        return output
+
+    def token_advantages(self, episodes: Sequence[Episode], width: int) -> torch.Tensor:
+        """(len(episodes), width) float32: each turn's advantage on that turn's completion tokens."""
+        rewards = [[t.reward for t in e.turns] for e in episodes]
+        groups = [e.group_id for e in episodes]
+        if self.accelerator.num_processes > 1:
+            rewards, groups = gather_object(rewards), gather_object(groups)
+        per_turn = compute_advantages(
+            self.args.advantage_estimator,
+            rewards,
+            gamma=self.args.gamma,
+            group_ids=groups,
+            eps=self.args.advantage_eps,
+        )
+        first = self.accelerator.process_index * len(episodes)
+        rows = [
+            turn_values_to_tokens(values, episode_to_sample(episode).turn_spans, width)
+            for values, episode in zip(per_turn[first : first + len(episodes)], episodes)
+        ]
+        return torch.from_numpy(np.stack(rows)).float()
+
+    def _log_episodes(self, episodes: Sequence[Episode], rollout_seconds: float) -> None:
+        mode = "train" if self.model.training else "eval"
+        turns = [t for e in episodes for t in e.turns]
+        tokens = sum(e.num_generated_tokens for e in episodes)
+        n, m = max(len(episodes), 1), max(len(turns), 1)
+        metrics = {
+            "env/return": sum(e.total_reward for e in episodes) / n,
+            "env/success_rate": sum(e.success for e in episodes) / n,
+            "env/turns": len(turns) / n,
+            "env/format_error_rate": sum(bool(t.info.get("format_error")) for t in turns) / m,
+            "env/invalid_move_rate": sum(bool(t.info.get("invalid_move")) for t in turns) / m,
+            "env/generated_tokens": float(tokens),
+            "env/rollout_seconds": rollout_seconds,
+            "env/tokens_per_second": tokens / rollout_seconds if rollout_seconds > 0 else float("nan"),
+        }
+        for name, value in metrics.items():
+            self._metrics[mode][name].append(value)
