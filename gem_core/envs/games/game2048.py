@@ -128,19 +128,23 @@ def _slide_line(line: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out) + (0,) * (len(line) - len(out))
 
 
+@cache
+def _slide_line_back(line: tuple[int, ...]) -> tuple[int, ...]:
+    """Slide one line towards its end."""
+    return _slide_line(line[::-1])[::-1]
+
+
+_TRANSPOSE = tuple(r * SIZE + c for c in range(SIZE) for r in range(SIZE))
+
+
 def slide(board: Board, direction: str) -> Board:
     """The board after sliding every tile in ``direction`` (no new tile)."""
-    cells = list(board)
-    for k in range(SIZE):
-        if direction in ("left", "right"):
-            index = [k * SIZE + j for j in range(SIZE)]
-        else:
-            index = [j * SIZE + k for j in range(SIZE)]
-        if direction in ("right", "down"):
-            index.reverse()
-        for i, v in zip(index, _slide_line(tuple(board[i] for i in index))):
-            cells[i] = v
-    return tuple(cells)
+    if direction in ("up", "down"):
+        columns = tuple(map(board.__getitem__, _TRANSPOSE))
+        moved = slide(columns, "left" if direction == "up" else "right")
+        return tuple(map(moved.__getitem__, _TRANSPOSE))
+    line = _slide_line if direction == "left" else _slide_line_back
+    return sum((line(board[i : i + SIZE]) for i in range(0, SIZE * SIZE, SIZE)), ())
 
 
 # ---- the scripted player: depth-2 expectimax over (move, random tile, move) -----------------------
