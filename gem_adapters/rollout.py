@@ -10,9 +10,9 @@ Limits:
   ``max_turns``           actions per episode; an episode stopped here has its last turn flagged
                           truncated and ``episode.info["stopped_by"] = "max_turns"``.
   ``max_new_tokens``      per turn.
-  ``max_context_tokens``  the whole sequence (prompt + everything generated). A turn generates at most
-                          what still fits; when not one token fits the episode ends with
-                          ``info["stopped_by"] = "max_context_tokens"``.
+  ``max_context_tokens``  the whole sequence (``episode.to_sequence()``, end-of-turn ids included). A
+                          turn generates at most what still fits; when not one token fits the
+                          episode ends with ``info["stopped_by"] = "max_context_tokens"``.
 
 Envs come as a vector env (``gem_core.make_vec(..., autoreset_mode="disabled")`` is the natural fit;
 finished envs are never stepped again, so ``next_step`` works too), or as env ids, from which a vector
@@ -204,7 +204,9 @@ class _Driver:
         """This turn's sampling params (capped by the context budget), or None after ending the episode."""
         budget = self.max_new_tokens
         if self.max_context_tokens is not None:
-            budget = min(budget, self.max_context_tokens - len(self.builders[i].context()))
+            # Leave room for the end-of-turn ids the renderer appends after a cut-off action.
+            room = self.max_context_tokens - len(self.builders[i].context()) - len(self.renderer.closing_ids)
+            budget = min(budget, room)
         if budget < 1:
             self.finish(i, "max_context_tokens")
             return None

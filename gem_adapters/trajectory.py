@@ -25,8 +25,9 @@ Templates that rewrite history: some templates render an earlier assistant turn 
 way it was generated (Qwen3 drops the ``<think>`` block of every assistant turn before the last user
 message, and reformats the last one). The sequence here always keeps the tokens as generated, which
 is what the model actually conditioned on. When an episode finishes, the template's own rendering of
-the whole conversation is compared with the decoded sequence (one render, linear cost); if they
-differ, ``Episode.template_rewrites_history`` is True. No data is dropped and no mask is changed.
+the whole conversation is compared with the text the renderer produced piece by piece (one render and
+one string comparison, linear cost); if they differ, ``Episode.template_rewrites_history`` is True.
+No data is dropped and no mask is changed.
 
 Token exactness: the sequence is the template's own tokenisation of the conversation whenever (a) the
 template does not rewrite history and (b) the generated ids are the tokenizer's canonical encoding of
@@ -218,7 +219,8 @@ class ChatRenderer:
             {"role": "user", "content": _USER_PROBE},
             {"role": "assistant", "content": _ASSISTANT_PROBE},
         ]
-        self.closing_ids = self.encode(_after_probe(self.render(probe, add_generation_prompt=False)))
+        self.closing_text = _after_probe(self.render(probe, add_generation_prompt=False))
+        self.closing_ids = self.encode(self.closing_text)
         if self.continuation("x")[: len(self.closing_ids)] != self.closing_ids:
             raise ValueError("this chat template ends an assistant turn differently when a user turn follows")
         special = set(getattr(tokenizer, "all_special_ids", [])) | set(tokenizer.get_added_vocab().values())
@@ -248,19 +250,26 @@ class ChatRenderer:
     # ---- the incremental pieces -------------------------------------------------------------------
     def first_prompt(self, observation: str) -> list[int]:
         """Ids of the system prompt (if any), the first user turn and the generation prompt."""
-        messages = [*self._head, {"role": "user", "content": observation}]
-        return self.encode(self.render(messages, add_generation_prompt=True))
+        return self.encode(self.first_prompt_text(observation))
 
     def continuation(self, observation: str) -> list[int]:
         """Ids after an assistant turn's content up to the next generation: the end of the assistant
         turn, the user turn holding ``observation`` and the generation prompt. Constant-size probe."""
+        return self.encode(self.continuation_text(observation))
+
+    def first_prompt_text(self, observation: str) -> str:
+        return self.render(
+            [*self._head, {"role": "user", "content": observation}], add_generation_prompt=True
+        )
+
+    def continuation_text(self, observation: str) -> str:
         messages = [
             *self._head,
             {"role": "user", "content": _USER_PROBE},
             {"role": "assistant", "content": _ASSISTANT_PROBE},
             {"role": "user", "content": observation},
         ]
-        return self.encode(_after_probe(self.render(messages, add_generation_prompt=True)))
+        return _after_probe(self.render(messages, add_generation_prompt=True))
 
     def generated_closing(self, action_ids: Sequence[int]) -> int:
         """How many of the template's end-of-turn ids the action already ends with (usually 1 or 0)."""
@@ -274,13 +283,6 @@ class ChatRenderer:
     ) -> EpisodeBuilder:
         """Begin an episode at its first observation."""
         return EpisodeBuilder(self, observation, env_id=env_id, seed=seed)
-
-    def rewrites(self, episode: Episode) -> bool:
-        """Whether the template's own rendering of ``episode`` differs from its token sequence."""
-        if not episode.turns:
-            return False
-        rendered = self.render(episode.messages(), add_generation_prompt=False)
-        return rendered != self.decode(episode.to_sequence().token_ids)
 
 
 class EpisodeBuilder:
@@ -300,6 +302,7 @@ class EpisodeBuilder:
         self._observation: str | None = observation
         self._prompt_ids: list[int] | None = None
         self._closed = 0  # end-of-turn ids the previous action generated itself
+        self._texts: list[str] = []  # the rendered text, piece by piece (for the template check)
 
     def context(self) -> list[int]:
         """Every id so far plus the prompt for the current observation (rendered once, on first call).
@@ -308,9 +311,12 @@ class EpisodeBuilder:
             raise RuntimeError("the episode has no observation awaiting an action")
         if self._prompt_ids is None:
             if self.episode.turns:
-                self._prompt_ids = self.renderer.continuation(self._observation)[self._closed :]
+                text = self.renderer.continuation_text(self._observation)
+                self._prompt_ids = self.renderer.encode(text)[self._closed :]
             else:
-                self._prompt_ids = self.renderer.first_prompt(self._observation)
+                text = self.renderer.first_prompt_text(self._observation)
+                self._prompt_ids = self.renderer.encode(text)
+            self._texts.append(text)
             self.ids.extend(self._prompt_ids)
         return self.ids
 
@@ -335,6 +341,7 @@ class EpisodeBuilder:
             )
         )
         self.ids.extend(action_ids)
+        self._texts.append(text)
         self._observation = self._prompt_ids = None
         return text
 
@@ -360,6 +367,7 @@ class EpisodeBuilder:
         episode the driver stopped: its last turn is flagged truncated."""
         if self._prompt_ids is not None:  # a prompt was rendered but never answered
             del self.ids[len(self.ids) - len(self._prompt_ids) :]
+            self._texts.pop()
             self._prompt_ids = None
         episode = self.episode
         episode.final_observation = self._observation
@@ -372,7 +380,9 @@ class EpisodeBuilder:
                 episode.turns[-1].truncated = True
         if self.renderer.check_template and episode.turns:
             rendered = self.renderer.render(episode.messages(), add_generation_prompt=False)
-            episode.template_rewrites_history = rendered != self.renderer.decode(self.ids)
+            episode.template_rewrites_history = rendered != "".join(
+                [*self._texts, self.renderer.closing_text]
+            )
         self.done = True
         self._observation = None
         return episode
