@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -108,37 +109,40 @@ def make_vec(
     wrappers: Iterable[Callable[[Env], Env]] = (),
     asynchronous: bool = True,
     env_kwargs: dict[str, Any] | None = None,
+    backend: str | None = None,
     **vector_kwargs: Any,
 ):
     """A vector env of ``num_envs`` copies of one id, or one env per id in a list.
 
-    ``wrappers`` are applied in order to each env. ``asynchronous`` picks ``AsyncVectorEnv`` (a thread
-    per env, I/O-bound steps overlap) over ``SyncVectorEnv``; ``vector_kwargs`` go to the vector env
-    (``autoreset_mode``, ``step_timeout``).
+    ``wrappers`` are applied in order to each env. ``backend`` is ``"sync"``, ``"threads"`` (a thread
+    per env, I/O-bound steps overlap), ``"processes"`` (worker processes, CPU-bound steps in parallel)
+    or ``"ray"`` (Ray actors); without it, ``asynchronous`` picks threads over sync. ``vector_kwargs`` go
+    to the vector env (``autoreset_mode``, ``step_timeout``, and per backend e.g. ``num_workers``).
+    The env factories pickle (for the process and Ray backends) when the wrappers do.
     """
-    from gem_core.vector import AsyncVectorEnv, SyncVectorEnv
+    from gem_core.vector import BACKENDS
 
+    name = backend or ("threads" if asynchronous else "sync")
+    if name not in BACKENDS:
+        raise ValueError(f"unknown vector env backend {name!r}; choose from {sorted(BACKENDS)}")
     if isinstance(env_ids, str):
         ids = [env_ids] * (num_envs or 1)
     else:
         ids = list(env_ids)
         if num_envs is not None and num_envs != len(ids):
             raise ValueError(f"num_envs={num_envs} but {len(ids)} env ids were given")
-    wrapper_list = list(wrappers)
-    for env_id in set(ids):
-        spec(env_id)  # fail now, with close matches, rather than inside a worker
+    # The factories carry each spec itself, so a worker process needs no registration of its own.
+    specs = {env_id: spec(env_id) for env_id in ids}  # fails now, with close matches
+    wrapper_list = tuple(wrappers)
+    factories = [functools.partial(_build_env, specs[i], dict(env_kwargs or {}), wrapper_list) for i in ids]
+    return BACKENDS[name](factories, **vector_kwargs)
 
-    def env_fn(env_id: str) -> Callable[[], Env]:
-        def build() -> Env:
-            env = make(env_id, **(env_kwargs or {}))
-            for wrap in wrapper_list:
-                env = wrap(env)
-            return env
 
-        return build
-
-    vector_cls = AsyncVectorEnv if asynchronous else SyncVectorEnv
-    return vector_cls([env_fn(i) for i in ids], **vector_kwargs)
+def _build_env(env_spec: EnvSpec, kwargs: dict[str, Any], wrappers: Sequence[Callable[[Env], Env]]) -> Env:
+    env = env_spec.make(**kwargs)
+    for wrap in wrappers:
+        env = wrap(env)
+    return env
 
 
 _builtins_loaded = False

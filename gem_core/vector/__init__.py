@@ -1,7 +1,29 @@
-"""Vector envs: many envs stepped as one batch (see ``gem_core.vector.base`` for the semantics)."""
+"""Vector envs: many envs stepped as one batch (see ``gem_core.vector.base`` for the semantics).
+
+Backends, one semantics: ``SyncVectorEnv`` (one after another), ``AsyncVectorEnv`` (a thread per env,
+waiting overlaps), ``ProcessVectorEnv`` (worker processes, CPU work in parallel) and ``RayVectorEnv``
+(Ray actors, needs ``gem-core[ray]``; Ray itself is imported only when one is built).
+"""
 
 from gem_core.vector.base import AutoresetMode, VectorEnv
+from gem_core.vector.processes import ProcessVectorEnv
+from gem_core.vector.ray_backend import RayVectorEnv
 from gem_core.vector.sync import SyncVectorEnv
 from gem_core.vector.threads import AsyncVectorEnv
 
-__all__ = ["AsyncVectorEnv", "AutoresetMode", "SyncVectorEnv", "VectorEnv"]
+BACKENDS: dict[str, type[VectorEnv]] = {
+    "sync": SyncVectorEnv,
+    "threads": AsyncVectorEnv,
+    "processes": ProcessVectorEnv,
+    "ray": RayVectorEnv,
+}
+
+__all__ = [
+    "BACKENDS",
+    "AsyncVectorEnv",
+    "AutoresetMode",
+    "ProcessVectorEnv",
+    "RayVectorEnv",
+    "SyncVectorEnv",
+    "VectorEnv",
+]

@@ -13,7 +13,12 @@ Autoreset modes (as in Gymnasium 1.x):
 
 Fault isolation: an env whose ``step``/``reset`` raises, or exceeds ``step_timeout`` seconds, is
 replaced by a fresh instance from its factory and reset; that step is reported as truncated with
-``info["error"]`` set, so the episode ends visibly instead of vanishing or killing the batch.
+``info["error"]`` set, so the episode ends visibly instead of vanishing or killing the batch. A backend
+that hosts several envs per worker loses them all when the worker dies; each one the failing call did
+not cover is reported the same way at its next ``step``.
+
+Backends receive calls as plain data, so that they can cross a process boundary:
+``("reset", seed, kwargs)``, ``("step", action)``, ``("sample",)`` and ``("get_attr", name)``.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from gem_core.core import Env
+from gem_core.core import Env, Wrapper
 
 
 class AutoresetMode(str, enum.Enum):
@@ -51,17 +56,24 @@ class VectorEnv:
         if not env_fns:
             raise ValueError("a vector env needs at least one env factory")
         self.env_fns = list(env_fns)
-        self.envs: list[Env] = [fn() for fn in self.env_fns]
-        self.num_envs = len(self.envs)
+        self.num_envs = len(self.env_fns)
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.step_timeout = step_timeout
         self._obs: list[Any] = [None] * self.num_envs
         self._done = np.zeros(self.num_envs, dtype=bool)
         self._started = False
+        # Envs whose episode a backend lost outside a call on them (their worker died while running
+        # others), with the reason; the next step of each reports it instead of running it.
+        self._lost: dict[int, str] = {}
+        self._start()
 
     # ---- backend seam ----------------------------------------------------------------------------
-    def _call(self, calls: Mapping[int, Callable[[Env], Any]], timeout: float | None) -> dict[int, Any]:
-        """Run ``calls[i](envs[i])`` for each index; a failed call's result is an ``EnvFailure``."""
+    def _start(self) -> None:
+        """Build the envs (in this process; remote backends start their workers instead)."""
+        self.envs: list[Env] = [fn() for fn in self.env_fns]
+
+    def _call(self, calls: Mapping[int, Call], timeout: float | None) -> dict[int, Any]:
+        """Run ``calls[i]`` on env ``i`` for each index; a failed call's result is an ``EnvFailure``."""
         raise NotImplementedError
 
     def _replace(self, i: int) -> None:
@@ -85,13 +97,15 @@ class VectorEnv:
             if len(seed) != len(idx):
                 raise ValueError(f"{len(seed)} seeds for {len(idx)} envs")
             seeds = dict(zip(idx, seed))
-        results = self._call({i: _reset_call(seeds[i], kwargs) for i in idx}, self.step_timeout)
+        for i in idx:
+            self._lost.pop(i, None)  # a reset discards the episode anyway
+        results = self._call({i: ("reset", seeds[i], kwargs) for i in idx}, self.step_timeout)
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         for i in idx:
             result = results[i]
             if isinstance(result, EnvFailure):  # a reset that fails once is retried on a fresh env
                 self._replace(i)
-                result = self._call({i: _reset_call(seeds[i], kwargs)}, self.step_timeout)[i]
+                result = self._call({i: ("reset", seeds[i], kwargs)}, self.step_timeout)[i]
                 if isinstance(result, EnvFailure):
                     raise RuntimeError(f"env {i} failed to reset twice: {result}")
             self._obs[i], infos[i] = result
@@ -126,8 +140,16 @@ class VectorEnv:
         to_reset = [i for i in todo if self._done[i]]
         if to_reset and self.autoreset_mode is AutoresetMode.DISABLED:
             raise RuntimeError(f"envs {to_reset} finished; reset(indices=...) them (autoreset is disabled)")
-        calls = {i: (_reset_call(None, {}) if i in to_reset else _step_call(a)) for i, a in todo.items()}
-        results = self._call(calls, self.step_timeout)
+        # A lost env is reported, not run; one that had finished anyway just gets its reset.
+        lost = {i: EnvFailure(self._lost.pop(i)) for i in todo if i in self._lost and not self._done[i]}
+        for i in to_reset:
+            self._lost.pop(i, None)
+        calls: dict[int, Call] = {
+            i: (("reset", None, {}) if i in to_reset else ("step", a))
+            for i, a in todo.items()
+            if i not in lost
+        }
+        results = {**self._call(calls, self.step_timeout), **lost}
 
         finished: list[int] = []
         for i, result in results.items():
@@ -153,13 +175,13 @@ class VectorEnv:
         for i in finished:
             self._done[i] = True
         if self.autoreset_mode is AutoresetMode.SAME_STEP and finished:
-            resets = self._call({i: _reset_call(None, {}) for i in finished}, self.step_timeout)
+            resets = self._call({i: ("reset", None, {}) for i in finished}, self.step_timeout)
             for i in finished:
                 final_obs, final_info = self._obs[i], infos[i]
                 result = resets[i]
                 if isinstance(result, EnvFailure):
                     self._replace(i)
-                    result = self._call({i: _reset_call(None, {})}, self.step_timeout)[i]
+                    result = self._call({i: ("reset", None, {})}, self.step_timeout)[i]
                     if isinstance(result, EnvFailure):
                         raise RuntimeError(f"env {i} failed to reset twice: {result}")
                 self._obs[i], reset_info = result
@@ -169,8 +191,17 @@ class VectorEnv:
 
     def sample_random_actions(self) -> list[str]:
         """One random action per env, from each env's own action generator."""
-        results = self._call({i: _sample_call for i in range(self.num_envs)}, self.step_timeout)
+        results = self._call({i: ("sample",) for i in range(self.num_envs)}, self.step_timeout)
         return [r if isinstance(r, str) else "" for r in (results[i] for i in range(self.num_envs))]
+
+    def get_attr(self, name: str) -> list[Any]:
+        """Attribute ``name`` of each env (its outermost layer that has it), wherever the envs live."""
+        results = self._call({i: ("get_attr", name) for i in range(self.num_envs)}, self.step_timeout)
+        values = [results[i] for i in range(self.num_envs)]
+        for value in values:
+            if isinstance(value, EnvFailure):
+                raise AttributeError(str(value))
+        return values
 
     @property
     def done(self) -> np.ndarray:
@@ -191,22 +222,29 @@ class VectorEnv:
         return self.num_envs
 
 
-def _reset_call(seed: int | None, kwargs: dict[str, Any]) -> Callable[[Env], Any]:
-    return lambda env: env.reset(seed=seed, **kwargs)
+Call = tuple  # ("reset", seed, kwargs) | ("step", action) | ("sample",) | ("get_attr", name)
 
 
-def _step_call(action: str) -> Callable[[Env], Any]:
-    return lambda env: env.step(action)
+def apply_call(call: Call, env: Env) -> Any:
+    """Run one call, described as data, on ``env``."""
+    kind, *args = call
+    if kind == "step":
+        return env.step(*args)
+    if kind == "reset":
+        seed, kwargs = args
+        return env.reset(seed=seed, **kwargs)
+    if kind == "sample":
+        return env.sample_random_action()
+    if kind == "get_attr":
+        (name,) = args
+        return env.get_wrapper_attr(name) if isinstance(env, Wrapper) else getattr(env, name)
+    raise ValueError(f"unknown vector env call {kind!r}")
 
 
-def _sample_call(env: Env) -> str:
-    return env.sample_random_action()
-
-
-def run_guarded(fn: Callable[[Env], Any], env: Env) -> Any:
-    """``fn(env)``, with an exception turned into an ``EnvFailure`` carrying the traceback's last line."""
+def run_guarded(call: Call, env: Env) -> Any:
+    """``call`` on ``env``, with an exception turned into an ``EnvFailure`` carrying the traceback's last line."""
     try:
-        return fn(env)
+        return apply_call(call, env)
     except Exception as exc:
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return EnvFailure(f"{type(env.unwrapped).__name__} raised {last}")

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from gem_core.core import Env
-from gem_core.vector.base import EnvFailure, VectorEnv, run_guarded
+from gem_core.vector.base import Call, EnvFailure, VectorEnv, run_guarded
 
 
 class SyncVectorEnv(VectorEnv):
     """The reference backend. ``step_timeout`` cannot interrupt a running call here: an env that
     overran is reported and replaced after it returns (use ``AsyncVectorEnv`` to abandon hung envs)."""
 
-    def _call(self, calls: Mapping[int, Callable[[Env], Any]], timeout: float | None) -> dict[int, Any]:
+    def _call(self, calls: Mapping[int, Call], timeout: float | None) -> dict[int, Any]:
         results = {}
-        for i, fn in calls.items():
+        for i, call in calls.items():
             start = time.perf_counter()
-            result = run_guarded(fn, self.envs[i])
+            result = run_guarded(call, self.envs[i])
             elapsed = time.perf_counter() - start
             if timeout is not None and elapsed > timeout and not isinstance(result, EnvFailure):
                 result = EnvFailure(f"step took {elapsed:.3f}s, over the {timeout}s step timeout")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.vector.base import EnvFailure, VectorEnv, run_guarded
+from gem_core.vector.base import Call, EnvFailure, VectorEnv, run_guarded
 
 
 class AsyncVectorEnv(VectorEnv):
@@ -31,8 +31,8 @@ class AsyncVectorEnv(VectorEnv):
     def _new_worker(i: int) -> _Worker:
         return _Worker(f"gem-env-{i}")
 
-    def _call(self, calls: Mapping[int, Callable[[Env], Any]], timeout: float | None) -> dict[int, Any]:
-        futures = {i: self._workers[i].submit(run_guarded, fn, self.envs[i]) for i, fn in calls.items()}
+    def _call(self, calls: Mapping[int, Call], timeout: float | None) -> dict[int, Any]:
+        futures = {i: self._workers[i].submit(run_guarded, call, self.envs[i]) for i, call in calls.items()}
         done, pending = cf.wait(futures.values(), timeout=timeout)
         results: dict[int, Any] = {}
         for i, future in futures.items():

@@ -1,0 +1,158 @@
+"""ProcessVectorEnv: the envs live in a pool of worker processes, so CPU-bound steps run in parallel.
+
+``num_workers`` processes (default ``min(num_envs, os.cpu_count())``) each own a contiguous slice of
+the envs and run them on a thread per env (see ``gem_core.vector.remote`` for serialisation and fault
+handling). Workers start with ``forkserver`` where the platform has it, else ``spawn``: plain ``fork``
+of a parent that runs threads or torch is unsafe. The fork server (a fresh interpreter, not a copy of
+this one) preloads the worker code. A worker talks to the parent over a pipe: one batch of calls in,
+one reply out.
+
+A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-file on its pipe; a
+worker whose calls overran ``step_timeout`` is killed. Either way it is started anew with fresh envs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import os
+import pickle
+import signal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gem_core.core import Env
+from gem_core.vector.base import Call
+from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe
+
+
+class ProcessVectorEnv(WorkerPoolVectorEnv):
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        num_workers: int | None = None,
+        context: str | None = None,
+        **kwargs: Any,
+    ):
+        context = context or ("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+        if context == "fork":
+            raise ValueError("fork is unsafe with threads and torch; use spawn or forkserver")
+        self._ctx = mp.get_context(context)
+        if context == "forkserver":
+            _preload_forkserver(self._ctx)
+        self._procs: dict[int, Any] = {}
+        self._conns: dict[int, mpc.Connection] = {}
+        super().__init__(env_fns, num_workers=num_workers, **kwargs)
+
+    def _default_num_workers(self) -> int:
+        return os.cpu_count() or 1
+
+    def _launch(self, w: int) -> None:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(
+            target=_worker_main, args=(child, self._payloads[w]), name=f"gem-vec-worker-{w}", daemon=True
+        )
+        proc.start()
+        child.close()
+        self._procs[w], self._conns[w] = proc, parent
+
+    def _await_ready(self, w: int) -> None:
+        conn, proc = self._conns[w], self._procs[w]
+        if not mpc.wait([conn, proc.sentinel], self.start_timeout):
+            self._kill(w)
+            raise RuntimeError(f"worker {w} did not start within {self.start_timeout}s")
+        try:
+            status, detail = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            status, detail = "error", self._death(w)
+        if status != "ready":
+            self._kill(w)
+            raise RuntimeError(f"worker {w} could not build its envs: {detail}")
+
+    def _submit(self, w: int, batch: list[tuple[int, Call]], timeout: float | None) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, EOFError):
+            self._conns[w].send((batch, timeout))  # if it died, _receive sees that and reports it
+
+    def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
+        owner = {}
+        for w in workers:
+            owner[self._conns[w]] = owner[self._procs[w].sentinel] = w
+        replies: dict[int, bytes | str] = {}
+        for ready in mpc.wait(list(owner), timeout):
+            w = owner[ready]
+            if w in replies:
+                continue
+            conn = self._conns[w]
+            try:
+                if conn.poll():  # a dead worker may still have left its reply in the pipe
+                    replies[w] = conn.recv_bytes()
+                    continue
+            except (EOFError, OSError):
+                pass
+            replies[w] = self._death(w)
+        return replies
+
+    def _death(self, w: int) -> str:
+        proc = self._procs[w]
+        proc.join(timeout=1.0)
+        code = proc.exitcode
+        if code is None:
+            return "closed its pipe"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f"died (killed by {signal.Signals(-code).name})"
+        return f"died (exit code {code})"
+
+    def _kill(self, w: int) -> None:
+        proc, conn = self._procs.pop(w, None), self._conns.pop(w, None)
+        if proc is not None:
+            proc.kill()
+            proc.join(timeout=5.0)
+            proc.close()
+        if conn is not None:
+            conn.close()
+
+    def _shutdown(self, w: int) -> None:
+        proc, conn = self._procs.get(w), self._conns.get(w)
+        if proc is None or conn is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            conn.send(None)
+        proc.join(timeout=5.0)  # its envs close first
+        self._kill(w)
+
+
+_preloaded = False
+
+
+def _preload_forkserver(ctx: Any) -> None:
+    """Have the fork server import the worker's code once, so that each worker starts in milliseconds
+    (it takes effect if the server has not started yet; ``__main__`` is in Python's default list)."""
+    global _preloaded
+    if not _preloaded:
+        _preloaded = True
+        ctx.set_forkserver_preload(["__main__", "gem_core.vector.remote"])
+
+
+def _worker_main(conn: mpc.Connection, factories: bytes) -> None:
+    """A worker process: build the envs, then answer batches until told to stop (or the parent is gone)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    try:
+        host = EnvHost(factories)
+    except BaseException as exc:
+        conn.send_bytes(pickle.dumps(("error", describe(exc))))
+        return
+    conn.send_bytes(pickle.dumps(("ready", None)))
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                break
+            if message is None:
+                break
+            batch, timeout = message
+            conn.send_bytes(host.run_batch(batch, timeout))
+    finally:
+        host.close()

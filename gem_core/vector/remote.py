@@ -1,0 +1,257 @@
+"""Envs hosted in worker processes: what the process and Ray backends share.
+
+The envs are cut into contiguous slices, one per worker. Inside a worker an ``EnvHost`` owns its slice
+and gives each env a thread of its own, as ``AsyncVectorEnv`` does: steps that wait overlap within the
+worker, and CPU work spreads over the workers.
+
+Serialisation: env factories travel to the workers once, with cloudpickle where it is installed (it
+accepts lambdas and classes defined in ``__main__``) and pickle otherwise. Calls travel as plain tuples
+(see ``gem_core.vector.base``); each env's result (observation, reward, flags, info) comes back pickled
+(highest protocol), so observations and infos must pickle, and a result that does not is reported as
+that env's failure.
+
+Faults: an env that raises is rebuilt inside its worker. A call still running at ``step_timeout``
+makes its worker report it, and a worker that died or answers nothing ``_GRACE`` seconds later counts
+the same. Such a worker is killed and started anew with fresh envs: the calls it was running fail with
+the reason, and every other env it hosted lost its episode too; those are reported as failures in the
+same batch when they were part of it, otherwise at their next ``step`` (``VectorEnv._lost``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import pickle
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from gem_core.core import Env
+from gem_core.vector.base import Call, EnvFailure, VectorEnv, run_guarded
+from gem_core.vector.threads import _Worker
+
+# Seconds past ``step_timeout`` that a worker gets to report its hung calls before it counts as hung.
+_GRACE = 2.0
+
+
+def dumps_factories(env_fns: Sequence[Callable[[], Env]]) -> bytes:
+    """The env factories as bytes a worker can load (cloudpickle when installed, else pickle)."""
+    try:
+        import cloudpickle
+    except ImportError:
+        try:
+            from ray import cloudpickle
+        except ImportError:
+            cloudpickle = pickle
+    try:
+        return cloudpickle.dumps(list(env_fns), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise TypeError(
+            "env factories must pickle to run in worker processes: use functools.partial over a "
+            f"module-level class or function (or install cloudpickle); {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def describe(exc: BaseException) -> str:
+    return traceback.format_exception_only(type(exc), exc)[-1].strip()
+
+
+class EnvHost:
+    """The envs of one worker, built from their factories, each called on its own thread."""
+
+    def __init__(self, factories: bytes):
+        self.factories: list[Callable[[], Env]] = pickle.loads(factories)
+        self.envs: list[Env | None] = [fn() for fn in self.factories]
+        self.threads = [_Worker(f"gem-env-{k}") for k in range(len(self.envs))]
+
+    def ping(self) -> bool:
+        return True
+
+    def run_batch(self, batch: Sequence[tuple[int, Call]], timeout: float | None) -> bytes:
+        """Run the calls concurrently; the pickled ``{k: pickled result}`` of those done by ``timeout``."""
+        futures = {self.threads[k].submit(self._run, k, call): k for k, call in batch}
+        done, _ = cf.wait(futures, timeout=timeout)
+        replies = {}
+        for future in done:
+            exc = future.exception()  # only a BaseException (SystemExit, ...) escapes _run
+            replies[futures[future]] = self._dumps(EnvFailure(describe(exc))) if exc else future.result()
+        return pickle.dumps(replies, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def close(self) -> None:
+        for env, thread in zip(self.envs, self.threads):
+            if env is not None:
+                with contextlib.suppress(Exception):
+                    env.close()
+            thread.shutdown()
+
+    def _run(self, k: int, call: Call) -> bytes:
+        env = self.envs[k]
+        if env is None:  # its rebuild failed after the last failure; try again
+            env = self._rebuild(k)
+        if isinstance(env, EnvFailure):
+            return self._dumps(env)
+        result = run_guarded(call, env)
+        try:
+            payload = self._dumps(result)
+        except Exception as exc:
+            result = EnvFailure(f"the result of {call[0]} does not pickle: {describe(exc)}")
+            payload = self._dumps(result)
+        if isinstance(result, EnvFailure) and call[0] in ("reset", "step"):
+            self._rebuild(k)
+        return payload
+
+    def _rebuild(self, k: int) -> Env | EnvFailure:
+        old, self.envs[k] = self.envs[k], None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                old.close()
+        try:
+            self.envs[k] = self.factories[k]()
+        except Exception as exc:
+            return EnvFailure(f"could not rebuild the env: {describe(exc)}")
+        return self.envs[k]
+
+    @staticmethod
+    def _dumps(result: Any) -> bytes:
+        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class WorkerPoolVectorEnv(VectorEnv):
+    """A vector env whose envs live in ``num_workers`` workers; subclasses supply the transport.
+
+    The transport hooks: ``_launch(w)`` starts worker ``w`` without waiting, ``_await_ready(w)`` waits
+    for it (raising ``RuntimeError`` if it failed), ``_submit(w, batch, timeout)`` sends it a batch,
+    ``_receive(ws, timeout)`` returns ``{w: reply bytes, or the reason it died}`` for the workers that
+    answered by ``timeout``, ``_kill(w)`` stops it at once, ``_shutdown(w)`` closes it politely.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        num_workers: int | None = None,
+        start_timeout: float = 120.0,
+        **kwargs: Any,
+    ):
+        self.num_workers = num_workers
+        self.start_timeout = start_timeout
+        self._closed = True
+        super().__init__(env_fns, **kwargs)
+
+    def _default_num_workers(self) -> int:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        n = self.num_envs
+        workers = max(1, min(n, self.num_workers or self._default_num_workers()))
+        self.num_workers = workers
+        self._slices = [list(range(w * n // workers, (w + 1) * n // workers)) for w in range(workers)]
+        self._where = {i: (w, k) for w, ids in enumerate(self._slices) for k, i in enumerate(ids)}
+        self._payloads = [dumps_factories([self.env_fns[i] for i in ids]) for ids in self._slices]
+        self._starting: set[int] = set()
+        self._closed = False
+        try:
+            self._restart(range(workers), fresh=True)
+            self._ready(range(workers))
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def envs(self) -> list[Env]:
+        raise AttributeError(
+            f"the envs of a {type(self).__name__} live in its workers; read them with get_attr(name)"
+        )
+
+    def _replace(self, i: int) -> None:
+        """Nothing to do: a worker rebuilds an env that raised, and a restarted worker has fresh envs."""
+
+    def _call(self, calls: Mapping[int, Call], timeout: float | None) -> dict[int, Any]:
+        if self._closed:
+            raise RuntimeError(f"this {type(self).__name__} is closed")
+        batches: dict[int, list[int]] = {}
+        for i in calls:
+            batches.setdefault(self._where[i][0], []).append(i)
+        self._ready(batches)
+        for w, ids in batches.items():
+            self._submit(w, [(self._where[i][1], calls[i]) for i in ids], timeout)
+
+        results: dict[int, Any] = {}
+        failed: dict[int, tuple[list[int], str]] = {}  # worker -> (its envs whose call failed, reason)
+        waiting = set(batches)
+        deadline = None if timeout is None else time.monotonic() + timeout + _GRACE
+        while waiting:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            replies = self._receive(sorted(waiting), left)
+            if not replies and left == 0.0:  # a worker that cannot even report its hung calls
+                for w in waiting:
+                    failed[w] = (batches[w], f"worker did not answer within the {timeout}s step timeout")
+                break
+            for w, reply in replies.items():
+                waiting.discard(w)
+                if isinstance(reply, str):
+                    failed[w] = (batches[w], f"worker {reply} while running this call")
+                    continue
+                done = pickle.loads(reply)
+                for i in batches[w]:
+                    k = self._where[i][1]
+                    if k in done:
+                        results[i] = pickle.loads(done[k])
+                hung = [i for i in batches[w] if self._where[i][1] not in done]
+                if hung:
+                    failed[w] = (hung, f"step exceeded the {timeout}s step timeout")
+
+        for w, (culprits, reason) in failed.items():
+            for i in culprits:
+                results[i] = EnvFailure(reason)
+            lost = f"lost its episode: its worker was restarted because env(s) {culprits} failed ({reason})"
+            for i in self._slices[w]:
+                if i in culprits:
+                    continue
+                if i in calls:
+                    results[i] = EnvFailure(lost)
+                else:
+                    self._lost[i] = lost
+        if failed:
+            self._restart(sorted(failed))
+        return results
+
+    def _restart(self, workers: Iterable[int], fresh: bool = False) -> None:
+        """Start workers anew without waiting for them: they boot while the caller gets on with it."""
+        for w in workers:
+            if not fresh:
+                self._kill(w)
+            self._launch(w)
+            self._starting.add(w)
+
+    def _ready(self, workers: Iterable[int]) -> None:
+        for w in sorted(self._starting.intersection(workers)):
+            self._starting.discard(w)
+            self._await_ready(w)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for w in range(len(self._slices)):
+            with contextlib.suppress(Exception):
+                self._shutdown(w)
+
+    # ---- transport ------------------------------------------------------------------------------
+    def _launch(self, w: int) -> None:
+        raise NotImplementedError
+
+    def _await_ready(self, w: int) -> None:
+        raise NotImplementedError
+
+    def _submit(self, w: int, batch: list[tuple[int, Call]], timeout: float | None) -> None:
+        raise NotImplementedError
+
+    def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
+        raise NotImplementedError
+
+    def _kill(self, w: int) -> None:
+        raise NotImplementedError
+
+    def _shutdown(self, w: int) -> None:
+        raise NotImplementedError
