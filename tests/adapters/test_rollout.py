@@ -1,0 +1,138 @@
+"""The rollout driver on real envs: a scripted player, a tiny transformers model, sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+import torch
+
+import gem_core
+from gem_adapters.advantages import advantages_for_episodes, turn_values_to_tokens
+from gem_adapters.policies import Generation, SamplingParams, TransformersPolicy
+from gem_adapters.rollout import arollout, rollout, rollout_stats
+from gem_adapters.trajectory import ChatRenderer
+
+ENV_ID = "game:GuessTheNumber-v0-easy"
+
+
+class BinarySearchPlayer:
+    """A policy over token ids: reads the conversation so far and plays binary search."""
+
+    def __init__(self, tokenizer, pad_to=0):
+        self.tokenizer, self.pad_to, self.batch_sizes = tokenizer, pad_to, []
+
+    def __call__(self, prompts, params):
+        self.batch_sizes.append(len(prompts))
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt)
+            low, high = map(int, re.search(r"between (\d+) and (\d+)", text).groups())
+            for guess, direction in re.findall(r"(\d+) is wrong: the number is (higher|lower)", text):
+                low, high = (int(guess) + 1, high) if direction == "higher" else (low, int(guess) - 1)
+            ids = self.tokenizer.encode(f"\\boxed{{{(low + high) // 2}}}", add_special_tokens=False)
+            ids = ids + [ids[-1]] * max(0, self.pad_to - len(ids))  # optionally long-winded
+            ids = [*ids[: params.max_new_tokens - 1], params.stop_token_ids[0]]
+            out.append(Generation(ids, [-0.5] * len(ids), "stop"))
+        return out
+
+
+@pytest.fixture(scope="module")
+def renderer(tokenizer):
+    return ChatRenderer(tokenizer)
+
+
+def test_scripted_player_wins_and_episodes_finish_independently(tokenizer, renderer):
+    player = BinarySearchPlayer(tokenizer)
+    episodes = rollout(ENV_ID, player, renderer, num_envs=6, seeds=0, max_new_tokens=16)
+    assert [e.seed for e in episodes] == list(range(6)) and {e.env_id for e in episodes} == {ENV_ID}
+    assert all(e.success and e.turns[-1].reward == 1.0 and e.turns[-1].terminated for e in episodes)
+    turns = [e.num_turns for e in episodes]
+    assert len(set(turns)) > 1  # different targets need different numbers of guesses
+    # Each round generates for the envs still playing, all in one batch.
+    assert player.batch_sizes == [sum(t > k for t in turns) for k in range(max(turns))]
+    for episode in episodes:
+        seq = episode.to_sequence()
+        assert sum(seq.loss_mask) == episode.num_generated_tokens
+        assert episode.final_observation.startswith("Correct!")
+        assert not episode.template_rewrites_history
+    stats = rollout_stats(episodes)
+    assert stats["success_rate"] == 1.0 and stats["mean_turns"] == sum(turns) / 6
+
+
+def test_asyncio_rollout_gives_the_same_episodes(tokenizer, renderer):
+    sync_player, async_player = BinarySearchPlayer(tokenizer), BinarySearchPlayer(tokenizer)
+    expected = rollout(ENV_ID, sync_player, renderer, num_envs=5, seeds=10, max_new_tokens=16)
+    got = asyncio.run(arollout(ENV_ID, async_player, renderer, num_envs=5, seeds=10, max_new_tokens=16))
+    assert [e.to_dict() for e in got] == [e.to_dict() for e in expected]
+    assert max(async_player.batch_sizes) > 1  # concurrent episodes were batched together
+    assert sum(async_player.batch_sizes) == sum(e.num_turns for e in got)
+
+
+def test_limits(tokenizer, renderer):
+    episodes = rollout(ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=4, seeds=0, max_turns=1)
+    for episode in episodes:
+        assert episode.num_turns == 1
+        if not episode.success:
+            assert episode.info["stopped_by"] == "max_turns" and episode.turns[-1].truncated
+    assert any(not e.success for e in episodes)
+
+    limit = 230  # room for the first prompt and about two long-winded turns
+    player = BinarySearchPlayer(tokenizer, pad_to=40)
+    episodes = rollout(
+        ENV_ID, player, renderer, num_envs=4, seeds=0, max_new_tokens=64, max_context_tokens=limit
+    )
+    for episode in episodes:
+        assert len(episode.to_sequence().token_ids) <= limit
+        if not episode.success:
+            assert episode.info["stopped_by"] == "max_context_tokens"
+    assert any(e.info.get("stopped_by") == "max_context_tokens" for e in episodes)
+
+
+def test_rollout_on_a_given_vector_env(tokenizer, renderer):
+    vec = gem_core.make_vec(ENV_ID, 3, asynchronous=True, autoreset_mode="disabled")
+    try:
+        first = rollout(vec, BinarySearchPlayer(tokenizer), renderer, seeds=[7, 7, 8])
+        again = rollout(vec, BinarySearchPlayer(tokenizer), renderer, seeds=[7, 7, 8])  # still open
+    finally:
+        vec.close()
+    assert first[0].to_dict() == first[1].to_dict() == again[0].to_dict()
+    assert first[0].group_id == first[1].group_id != first[2].group_id
+
+
+def test_tiny_model_multi_turn_rollout(tokenizer, tiny_model, renderer):
+    policy = TransformersPolicy(tiny_model, tokenizer, seed=0)
+    episodes = rollout(ENV_ID, policy, renderer, num_envs=4, seeds=[0, 0, 1, 1], max_new_tokens=8)
+    assert episodes[0].turns[0].observation == episodes[1].turns[0].observation
+    for episode in episodes:
+        assert 1 <= episode.num_turns <= 4 and (episode.turns[-1].terminated or episode.turns[-1].truncated)
+        for turn in episode.turns:
+            assert 1 <= len(turn.action_ids) <= 8 and len(turn.logprobs) == len(turn.action_ids)
+            assert (turn.finish_reason == "stop") == (turn.action_ids[-1] in renderer.stop_token_ids)
+        # The stored logprobs are the model's logprobs of the stored tokens in the stored context.
+        seq = episode.to_sequence()
+        with torch.no_grad():
+            logits = tiny_model(torch.tensor([seq.token_ids])).logits[0].float()
+        logp = torch.log_softmax(logits, dim=-1)
+        for start, end in seq.turn_spans:
+            recomputed = [logp[i - 1, seq.token_ids[i]].item() for i in range(start, end)]
+            assert recomputed == pytest.approx(seq.logprobs[start:end], abs=1e-4)
+    # Advantages for the batch, placed on each episode's tokens.
+    advantages = advantages_for_episodes("rebn", episodes, gamma=0.9)
+    for episode, per_turn in zip(episodes, advantages):
+        seq = episode.to_sequence()
+        tokens = turn_values_to_tokens(per_turn, seq.turn_spans, len(seq.token_ids), seq.loss_mask)
+        assert (tokens != 0).sum() <= sum(seq.loss_mask)
+
+
+def test_greedy_rollouts_are_reproducible(tokenizer, tiny_model, renderer):
+    greedy = SamplingParams(max_new_tokens=6, temperature=0)
+    policy = TransformersPolicy(tiny_model, tokenizer)
+    a = rollout(ENV_ID, policy, renderer, num_envs=2, seeds=3, sampling=greedy, max_new_tokens=6, max_turns=2)
+    b = asyncio.run(
+        arollout(
+            ENV_ID, policy, renderer, num_envs=2, seeds=3, sampling=greedy, max_new_tokens=6, max_turns=2
+        )
+    )
+    assert [[t.action_ids for t in e.turns] for e in a] == [[t.action_ids for t in e.turns] for e in b]
