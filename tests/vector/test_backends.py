@@ -1,0 +1,296 @@
+"""Every vector env backend keeps one semantics: the same tests run on sync, threads, processes and Ray."""
+
+import functools
+import os
+import sys
+import time
+
+import pytest
+
+import gem_core
+from gem_core.vector import BACKENDS, RayVectorEnv
+from gem_core.wrappers.budget import TimeLimit
+from tests.core.toy_envs import CountdownEnv
+
+from .faulty_envs import FaultyEnv
+
+REMOTE = ["processes", "ray"]
+
+
+@pytest.fixture(params=list(BACKENDS))
+def backend(request):
+    """The backend's name; its vector envs are built with ``request.node.build`` and closed afterwards."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
+    return request.param
+
+
+@pytest.fixture
+def build(backend):
+    made = []
+
+    def build(env_fns, **kwargs):
+        if backend in REMOTE:
+            kwargs.setdefault("num_workers", 2)  # two envs or more per worker: slices are exercised
+        vec = BACKENDS[backend](env_fns, **kwargs)
+        made.append(vec)
+        return vec
+
+    yield build
+    for vec in made:
+        vec.close()
+
+
+def countdown(n, **kwargs):
+    return [functools.partial(CountdownEnv, **kwargs)] * n
+
+
+def test_reset_seeds_env_i_with_seed_plus_i(build):
+    vec = build(countdown(3))
+    obs, infos = vec.reset(seed=10)
+    assert obs == [CountdownEnv().reset(seed=10 + i)[0] for i in range(3)]
+    assert infos == [CountdownEnv().reset(seed=10 + i)[1] for i in range(3)]
+
+
+def test_next_step_autoreset_keeps_final_observation(build):
+    vec = build(countdown(3, length=1), autoreset_mode="next_step")
+    vec.reset(seed=0)
+    obs, rew, term, trunc, infos = vec.step(["x"] * 3)
+    assert all(o.startswith("t=1") for o in obs) and (term | trunc).all() and vec.done.all()
+    obs, rew, term, trunc, infos = vec.step(["ignored"] * 3)
+    assert all(o.startswith("guess a digit") for o in obs)
+    assert all(info["autoreset"] for info in infos) and not (term | trunc).any()
+    assert not vec.done.any() and (rew == 0).all()
+
+
+def test_same_step_autoreset_keeps_final_obs_and_info_in_info(build):
+    vec = build(countdown(3, length=1), autoreset_mode="same_step")
+    vec.reset(seed=0)
+    obs, rew, term, trunc, infos = vec.step(["x"] * 3)
+    assert (term | trunc).all() and all(o.startswith("guess a digit") for o in obs)
+    for info in infos:
+        assert info["final_obs"].startswith("t=1") and info["final_info"]["t"] == 1
+    assert not vec.done.any()
+
+
+def test_disabled_autoreset_requires_explicit_reset(build):
+    vec = build(countdown(3, length=1), autoreset_mode="disabled")
+    vec.reset(seed=0)
+    vec.step(["x"] * 3)
+    with pytest.raises(RuntimeError, match="autoreset is disabled"):
+        vec.step(["x"] * 3)
+    obs, _ = vec.reset(seed=[5], indices=[1])
+    assert vec.done.tolist() == [True, False, True]
+    assert obs[1] == CountdownEnv().reset(seed=5)[0]
+    _, _, term, trunc, infos = vec.step({1: "x"})
+    assert infos[0] == {"stepped": False} and infos[1]["stepped"]
+
+
+def test_subset_stepping_leaves_other_envs_untouched(build):
+    vec = build(countdown(3, length=5))
+    first, _ = vec.reset(seed=0)
+    obs, rew, term, trunc, infos = vec.step({1: "3"})
+    assert obs[0] == first[0] and obs[2] == first[2] and obs[1] != first[1]
+    assert [i["stepped"] for i in infos] == [False, True, False]
+    assert vec.get_attr("t") == [0, 1, 0]
+    with pytest.raises(IndexError):
+        vec.step({7: "x"})
+    with pytest.raises(ValueError, match="2 actions for 3 envs"):
+        vec.step(["a", "b"])
+
+
+def test_raising_env_is_reported_replaced_and_batch_goes_on(build):
+    vec = build(
+        [functools.partial(CountdownEnv, length=5), functools.partial(CountdownEnv, length=5, raise_on_step=1)]
+        * 2
+    )
+    vec.reset(seed=0)
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    for i in (1, 3):
+        assert "ValueError: boom" in infos[i]["error"] and trunc[i] and not term[i]
+    for i in (0, 2):  # an env that raises is rebuilt alone: its neighbours keep their episodes
+        assert "error" not in infos[i] and infos[i]["t"] == 1
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    assert infos[1]["autoreset"] and obs[1].startswith("guess a digit")
+    assert infos[0]["t"] == 2
+
+
+def _episodes_one_by_one(env_id, seeds, steps):
+    transcripts = []
+    for seed in seeds:
+        env = gem_core.make(env_id)
+        obs, _ = env.reset(seed=seed)
+        t = [obs]
+        for _ in range(steps):
+            action = env.sample_random_action()
+            obs, r, term, trunc, _ = env.step(action)
+            t.append((action, obs, r, term, trunc))
+            if term or trunc:
+                break
+        transcripts.append(t)
+    return transcripts
+
+
+def _run(vec, steps):
+    """Random-action transcript of a vector env, autoresets included."""
+    obs, _ = vec.reset(seed=1000)
+    transcript = [obs]
+    for _ in range(steps):
+        actions = vec.sample_random_actions()
+        obs, rew, term, trunc, infos = vec.step(actions)
+        transcript.append((actions, obs, rew.tolist(), term.tolist(), trunc.tolist()))
+    return transcript
+
+
+def test_same_seeds_give_the_same_trajectories_on_every_backend(backend, build):
+    env_id, n, steps = "game:GuessTheNumber-v0-hard", 16, 7
+    expected = _episodes_one_by_one(env_id, range(1000, 1000 + n), steps)
+    extra = {"num_workers": 2} if backend in REMOTE else {}
+    vec = gem_core.make_vec(env_id, n, backend=backend, autoreset_mode="disabled", **extra)
+    try:
+        obs, _ = vec.reset(seed=1000)
+        got = [[o] for o in obs]
+        for _ in range(steps):
+            active = [i for i in range(n) if not vec.done[i]]
+            if not active:
+                break
+            sampled = vec.sample_random_actions()
+            actions = {i: sampled[i] for i in active}
+            obs, rew, term, trunc, _ = vec.step(actions)
+            for i in active:
+                got[i].append((actions[i], obs[i], float(rew[i]), bool(term[i]), bool(trunc[i])))
+        assert got == expected
+        # Autoresets continue each env's own generators: long runs match the sync backend too.
+        vec.autoreset_mode = gem_core.vector.AutoresetMode.NEXT_STEP
+        reference = gem_core.make_vec(env_id, n, backend="sync")
+        assert _run(vec, 20) == _run(reference, 20)
+    finally:
+        vec.close()
+
+
+@pytest.mark.parametrize("backend", ["threads", *REMOTE], indirect=True)
+def test_hung_env_times_out_and_the_batch_goes_on(backend, build):
+    # Envs 0 and 1 share a worker (of the remote backends), as do 2 and 3; env 1 hangs.
+    vec = build(
+        [
+            functools.partial(CountdownEnv, length=5),
+            functools.partial(CountdownEnv, length=5, hang_on_step=1),
+            functools.partial(CountdownEnv, length=5),
+            functools.partial(CountdownEnv, length=5),
+        ],
+        step_timeout=0.5,
+    )
+    vec.reset(seed=0)
+    start = time.perf_counter()
+    obs, rew, term, trunc, infos = vec.step({0: "x", 1: "x", 2: "x"})
+    assert time.perf_counter() - start < 2.0
+    assert "timeout" in infos[1]["error"] and trunc[1] and not term[1]
+    assert infos[2]["t"] == 1 and not trunc[2] and infos[3] == {"stepped": False}
+    if backend == "threads":
+        assert infos[0]["t"] == 1 and not trunc[0]
+    else:  # the hung worker was killed: its other env lost its episode, and says so
+        assert "lost its episode" in infos[0]["error"] and trunc[0]
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    assert infos[1]["autoreset"] and obs[1].startswith("guess a digit")
+    assert infos[2]["t"] == 2 and infos[3]["t"] == 1
+    if backend != "threads":
+        assert infos[0]["autoreset"]
+        assert vec.get_attr("t") == [0, 0, 2, 1]
+
+
+@pytest.mark.parametrize("backend", REMOTE, indirect=True)
+def test_crashed_worker_is_detected_and_rebuilt(backend, build):
+    # Env 2 kills its own process (os._exit); env 3 shares that worker and is not stepped then.
+    fns = [functools.partial(FaultyEnv, length=5)] * 4
+    fns[2] = functools.partial(FaultyEnv, length=5, exit_on_step=1)
+    vec = build(fns)
+    vec.reset(seed=0)
+    pids = vec.get_attr("pid")
+    obs, rew, term, trunc, infos = vec.step({0: "x", 1: "x", 2: "x"})
+    assert "died" in infos[2]["error"] and trunc[2] and not term[2]
+    if backend == "processes":
+        assert "exit code 3" in infos[2]["error"]
+    assert infos[0]["t"] == 1 and infos[1]["t"] == 1 and infos[3] == {"stepped": False}
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    assert infos[2]["autoreset"] and obs[2].startswith("guess a digit")
+    assert "lost its episode" in infos[3]["error"] and trunc[3]  # reported at its next step
+    assert infos[0]["t"] == 2
+    obs, rew, term, trunc, infos = vec.step({0: "x", 3: "x"})
+    assert infos[3]["autoreset"] and infos[0]["t"] == 3
+    new_pids = vec.get_attr("pid")
+    assert new_pids[:2] == pids[:2] and new_pids[2] == new_pids[3] != pids[2]
+
+
+@pytest.mark.parametrize("backend", REMOTE, indirect=True)
+def test_result_that_does_not_pickle_is_reported(backend, build):
+    vec = build([functools.partial(FaultyEnv, length=5, unpicklable_on_step=1)] * 2)
+    vec.reset(seed=0)
+    obs, rew, term, trunc, infos = vec.step(["x", "x"])
+    assert all("does not pickle" in info["error"] for info in infos) and trunc.all()
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_envs_live_where_the_backend_says_and_close_leaves_nothing(backend, build):
+    vec = build([functools.partial(FaultyEnv)] * 4)
+    pids = vec.get_attr("pid")
+    if backend in REMOTE:
+        assert len(set(pids)) == 2 and os.getpid() not in pids
+        with pytest.raises(AttributeError, match="get_attr"):
+            vec.envs  # noqa: B018
+    else:
+        assert set(pids) == {os.getpid()}
+    vec.close()
+    vec.close()  # twice is fine
+    if backend in REMOTE:
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in pids)
+        with pytest.raises(RuntimeError, match="closed"):
+            vec.reset(seed=0)
+
+
+@pytest.mark.parametrize("backend", REMOTE, indirect=True)
+def test_make_vec_factories_cross_the_process_boundary(backend):
+    custom = "test:VectorBackendCountdown-v0"
+    if custom not in gem_core.list_envs():  # registered in this process only; the factory carries it
+        gem_core.register(custom, "tests.core.toy_envs:CountdownEnv", length=4)
+    vec = gem_core.make_vec(
+        [custom, "game:GuessTheNumber-v0-easy"],
+        backend=backend,
+        wrappers=[lambda env: TimeLimit(env, 2)],  # a lambda: cloudpickle carries it
+        num_workers=2,
+    )
+    try:
+        assert [s.id for s in vec.get_attr("spec")] == [custom, "game:GuessTheNumber-v0-easy"]
+        assert vec.get_attr("max_turns") == [2, 2]
+        obs, _ = vec.reset(seed=0)
+        assert obs[0] == CountdownEnv(length=4).reset(seed=0)[0]
+        *_, trunc, infos = vec.step(["x", "x"])
+        *_, trunc, infos = vec.step(["x", "x"])
+        assert all(info.get("time_limit") for info in infos) and trunc.all()
+    finally:
+        vec.close()
+
+
+def test_make_vec_backend_names():
+    vec = gem_core.make_vec("game:GuessTheNumber-v0-easy", 2, asynchronous=False)
+    assert type(vec).__name__ == "SyncVectorEnv"
+    vec = gem_core.make_vec("game:GuessTheNumber-v0-easy", 2, backend="threads")
+    assert type(vec).__name__ == "AsyncVectorEnv"
+    vec.close()
+    with pytest.raises(ValueError, match="unknown vector env backend 'nope'"):
+        gem_core.make_vec("game:GuessTheNumber-v0-easy", 2, backend="nope")
+
+
+def test_ray_backend_says_how_to_install_ray(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where Ray is not installed
+    with pytest.raises(ImportError, match=r"pip install 'gem-core\[ray\]'"):
+        RayVectorEnv(countdown(2))
