@@ -244,7 +244,7 @@ class CodeEnv(Env[str]):
     instead. ``pool`` shares a ``SandboxPool``; otherwise the process-wide shared pool is used.
     """
 
-    _static_attributes = ("problems", "pool", "_converted")
+    _static_attributes = ("problems", "_pool", "_converted")
 
     def __init__(
         self,
@@ -271,17 +271,22 @@ class CodeEnv(Env[str]):
             self.problems = [convert_row(p) for p in problems]
         if len(self.problems) == 0:
             raise ValueError("no code problems to draw from")
-        if pool is None:
-            from gem_core.tools.sandbox import shared_pool
-
-            pool = shared_pool(workers)
-        self.pool = pool
+        self._pool, self._workers = pool, workers
         self.timeout_per_test, self.memory_mb = timeout_per_test, memory_mb
         self.partial_credit, self.max_tests, self.max_attempts = partial_credit, max_tests, max_attempts
         self._converted: dict[int, dict[str, Any]] = {}
         self.problem_index = 0
         self.attempts = 0
         self.done = True
+
+    @property
+    def pool(self) -> Any:
+        """The sandbox pool, started on first use (the process-wide shared one unless given)."""
+        if self._pool is None:
+            from gem_core.tools.sandbox import shared_pool
+
+            self._pool = shared_pool(self._workers)
+        return self._pool
 
     @property
     def problem(self) -> dict[str, Any]:

@@ -80,7 +80,15 @@ class PythonTool(Tool):
             timeout=timeout, memory_mb=memory_mb, max_output=max_output, max_processes=max_processes
         )
         self.fenced = fenced
-        self.pool = pool if pool is not None else shared_pool(workers, **pool_options)
+        self._pool, self._pool_args = pool, (workers, pool_options)
+
+    @property
+    def pool(self) -> SandboxPool:
+        """The sandbox pool, started on first use."""
+        if self._pool is None:
+            workers, options = self._pool_args
+            self._pool = shared_pool(workers, **options)
+        return self._pool
 
     def instruction(self) -> str:
         fence = " or in a ```python code block" if self.fenced else ""
