@@ -381,3 +381,27 @@ def test_python_tool_observations():
     obs, ok = tool.execute("print('y' * 10_000)")
     assert not ok and "output truncated at 200 bytes" in obs and len(obs) < 400
     assert "<python>" in tool.instruction()
+
+
+def test_a_forked_process_leaves_the_parents_pool_alone_and_gets_its_own():
+    with SandboxPool(size=1, limits=SandboxLimits(timeout=2)) as parent_pool:
+        assert parent_pool.run("print(1)").ok
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child reports on the pipe and never returns into pytest
+            try:
+                try:
+                    parent_pool.run("print(2)")
+                    report = "parent pool usable"
+                except RuntimeError:
+                    with SandboxPool(size=1, limits=SandboxLimits(timeout=2)) as own:
+                        report = own.run("print(3)").stdout.strip()
+            except BaseException as exc:
+                report = repr(exc)
+            os.write(write, report.encode())
+            os._exit(0)
+        os.close(write)
+        os.waitpid(pid, 0)
+        assert os.read(read, 1000) == b"3"
+        os.close(read)
+        assert parent_pool.run("print(4)").stdout == "4\n"

@@ -213,7 +213,7 @@ class SandboxPool:
     def run(self, code: str, stdin: str = "", **limits: Any) -> ExecResult:
         """Run ``code`` as a script (stdin from ``stdin``); ``limits`` override ``SandboxLimits`` fields."""
         if self._closed:
-            raise RuntimeError("the sandbox pool is closed")
+            raise RuntimeError("the sandbox pool is closed (or belongs to the parent of this forked process)")
         lim = replace(self.limits, **limits)
         if not isinstance(code, str) or len(code) > MAX_CODE_CHARS:
             return ExecResult(error=f"the code must be a str of at most {MAX_CODE_CHARS} characters")
@@ -236,7 +236,7 @@ class SandboxPool:
         return ExecResult(**reply)
 
     def close(self) -> None:
-        """End every worker (safe to call twice)."""
+        """End every worker (safe to call twice; in a forked child it leaves the parent's alone)."""
         with self._lock:
             if self._closed:
                 return
@@ -273,3 +273,18 @@ def shared_pool(size: int = 2, limits: SandboxLimits | None = None, **options: A
 def _close_all() -> None:
     for pool in list(_LIVE_POOLS):
         pool.close()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child (multiprocessing, Ray), the parent's workers and spawner thread are not
+    ours: disown them (never kill them) so that the child starts its own pools on demand."""
+    global _SPAWNER
+    _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gem-sandbox-spawner")
+    for pool in list(_LIVE_POOLS):
+        pool._closed = True
+        pool._workers = []
+    _LIVE_POOLS.clear()
+    _SHARED.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
