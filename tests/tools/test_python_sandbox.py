@@ -335,6 +335,35 @@ def test_fallback_mode_is_reported_loudly_and_still_isolates_the_network(capfd):
         assert not r.ok
 
 
+ATTACKS = {
+    "network connect": "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=1)",
+    "dns": "import socket\nsocket.gethostbyname('pypi.org')",
+    "read home": "import os\nprint(open(os.path.expanduser('~root/.bashrc')).read())",
+    "read project": f"print(open({str(PROJECT / 'pyproject.toml')!r}).read())",
+    "write /etc/passwd": "open('/etc/passwd', 'a').write('x')",
+    "secret env": "import os\nprint(os.environ['GEM_TEST_SECRET'])",
+    "fork bomb": "import os\nwhile True:\n    os.fork()",
+    "memory bomb": "x = ' ' * (2 ** 40)",
+    "infinite loop": "while True:\n    pass",
+    "kill the parent": "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+    "gigantic output": "print('x' * 10 ** 7)",
+    "sys.exit": "import sys\nsys.exit(1)",
+    "segfault": "import ctypes\nctypes.string_at(0)",
+    "subprocess": "import subprocess\nsubprocess.run(['id'])",
+}
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_every_attack_is_an_error_observation_in_bounded_time(pool, attack):
+    tool = PythonTool(timeout=TIMEOUT, max_output=4096, pool=pool)
+    start = time.monotonic()
+    observation, ok = tool.execute(ATTACKS[attack])
+    assert time.monotonic() - start < BOUND
+    assert not ok and observation.startswith("Code execution result:\n")
+    assert SECRET not in observation and len(observation) < 4096 + 200
+    assert tool.execute("print('next')") == ("Code execution result:\nnext\n", True)
+
+
 # ---- the tool ----------------------------------------------------------------------------------
 def test_python_tool_parses_tags_and_fences():
     tool = PythonTool(workers=1)
