@@ -1,7 +1,16 @@
 """The Python sandbox: warm, isolated template processes that fork once per call.
 
-``launcher`` picks the isolation (bubblewrap, else ``unshare``, else a plain process, loudly) and
-builds the command; ``template`` is the process inside the sandbox; ``pool`` is the host side.
+Layers, outermost first (each one alone would stop most of the security suite):
+
+1. ``launcher``: bubblewrap namespaces. No network, a private PID space, a file system of read-only
+   system and Python directories plus a small tmpfs, no environment. Falls back (loudly, with the
+   mode reported) to ``unshare`` or a plain process where bubblewrap is missing.
+2. ``template``: each call is a fresh fork of a clean template, dropped to an unprivileged uid with
+   no capabilities, with resource limits (CPU, memory, processes, file size, open files), a seccomp
+   filter, and a private working directory; the template enforces the wall clock and the output cap,
+   and kills and reaps everything the call left before the next one.
+3. ``pool``: the host side. Warm workers shared by threads, replaced when they die, closed at exit;
+   the host never runs untrusted code and gets an error result, never an exception.
 """
 
 from gem_core.tools.sandbox.launcher import detect_mode
