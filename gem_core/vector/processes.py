@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.vector.base import Call
 from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe
 
 
@@ -70,9 +69,9 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
             self._kill(w)
             raise RuntimeError(f"worker {w} could not build its envs: {detail}")
 
-    def _submit(self, w: int, batch: list[tuple[int, Call]], timeout: float | None) -> None:
+    def _submit(self, w: int, request: bytes) -> None:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError, EOFError):
-            self._conns[w].send((batch, timeout))  # if it died, _receive sees that and reports it
+            self._conns[w].send_bytes(request)  # if it died, _receive sees that and reports it
 
     def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
         owner = {}
@@ -109,18 +108,20 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
         if proc is not None:
             proc.kill()
             proc.join(timeout=5.0)
-            proc.close()
+            with contextlib.suppress(ValueError):  # still running after SIGKILL: leave it to the OS
+                proc.close()
         if conn is not None:
             conn.close()
 
-    def _shutdown(self, w: int) -> None:
-        proc, conn = self._procs.get(w), self._conns.get(w)
-        if proc is None or conn is None:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            conn.send(None)
-        proc.join(timeout=5.0)  # its envs close first
-        self._kill(w)
+    def _shutdown(self, workers: Sequence[int]) -> None:
+        for w in workers:
+            if w in self._conns:
+                with contextlib.suppress(OSError, ValueError):
+                    self._conns[w].send_bytes(b"")  # the request to stop
+        for w in workers:
+            if w in self._procs:
+                self._procs[w].join(timeout=5.0)  # its envs close first
+                self._kill(w)
 
 
 _preloaded = False
@@ -147,12 +148,11 @@ def _worker_main(conn: mpc.Connection, factories: bytes) -> None:
     try:
         while True:
             try:
-                message = conn.recv()
+                request = conn.recv_bytes()
             except (EOFError, OSError):
+                break  # the parent is gone
+            if not request:
                 break
-            if message is None:
-                break
-            batch, timeout = message
-            conn.send_bytes(host.run_batch(batch, timeout))
+            conn.send_bytes(host.run(request))
     finally:
         host.close()

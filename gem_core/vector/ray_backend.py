@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.vector.base import Call
 from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe
 
 
@@ -72,16 +71,15 @@ class RayVectorEnv(WorkerPoolVectorEnv):
             self._kill(w)
             raise RuntimeError(f"Ray actor {w} could not build its envs: {describe(exc)}") from exc
 
-    def _submit(self, w: int, batch: list[tuple[int, Call]], timeout: float | None) -> None:
-        self._pending[w] = self._actors[w].run_batch.remote(batch, timeout)
+    def _submit(self, w: int, request: bytes) -> None:
+        self._pending[w] = self._actors[w].run.remote(request)
 
     def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
         ray = self._ray
         owner = {self._pending[w]: w for w in workers}
-        refs = list(owner)
-        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
-        if ready:  # collect every other reply that is already in
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        # All at once: the reply of a dead actor is ready too (it raises), and a live actor answers by
+        # the step timeout itself, so waiting for every reply never hides a fault for long.
+        ready, _ = ray.wait(list(owner), num_returns=len(owner), timeout=timeout)
         replies: dict[int, bytes | str] = {}
         for ref in ready:
             w = owner[ref]
@@ -99,10 +97,9 @@ class RayVectorEnv(WorkerPoolVectorEnv):
             with contextlib.suppress(Exception):
                 self._ray.kill(actor, no_restart=True)
 
-    def _shutdown(self, w: int) -> None:
-        actor = self._actors.get(w)
-        if actor is None:
-            return
+    def _shutdown(self, workers: Sequence[int]) -> None:
+        closing = [self._actors[w].close.remote() for w in workers if w in self._actors]
         with contextlib.suppress(Exception):
-            self._ray.get(actor.close.remote(), timeout=5.0)  # its envs close first
-        self._kill(w)
+            self._ray.wait(closing, num_returns=len(closing), timeout=5.0)  # their envs close first
+        for w in workers:
+            self._kill(w)

@@ -5,10 +5,10 @@ and gives each env a thread of its own, as ``AsyncVectorEnv`` does: steps that w
 worker, and CPU work spreads over the workers.
 
 Serialisation: env factories travel to the workers once, with cloudpickle where it is installed (it
-accepts lambdas and classes defined in ``__main__``) and pickle otherwise. Calls travel as plain tuples
-(see ``gem_core.vector.base``); each env's result (observation, reward, flags, info) comes back pickled
-(highest protocol), so observations and infos must pickle, and a result that does not is reported as
-that env's failure.
+accepts lambdas and classes defined in ``__main__``) and pickle otherwise. Each batch of calls (plain
+tuples, see ``gem_core.vector.base``) goes to a worker as one pickled request (highest protocol), and
+comes back as one reply holding each env's pickled result (observation, reward, flags, info): so
+observations and infos must pickle, and a result that does not is reported as that env's failure.
 
 Faults: an env that raises is rebuilt inside its worker. A call still running at ``step_timeout``
 makes its worker report it, and a worker that died or answers nothing ``_GRACE`` seconds later counts
@@ -68,8 +68,10 @@ class EnvHost:
     def ping(self) -> bool:
         return True
 
-    def run_batch(self, batch: Sequence[tuple[int, Call]], timeout: float | None) -> bytes:
-        """Run the calls concurrently; the pickled ``{k: pickled result}`` of those done by ``timeout``."""
+    def run(self, request: bytes) -> bytes:
+        """Run a pickled ``(batch, timeout)``: the calls ``[(k, call), ...]`` go concurrently, each on its
+        env's thread; the answer is the pickled ``{k: pickled result}`` of those done by ``timeout``."""
+        batch, timeout = pickle.loads(request)
         futures = {self.threads[k].submit(self._run, k, call): k for k, call in batch}
         done, _ = cf.wait(futures, timeout=timeout)
         replies = {}
@@ -121,9 +123,10 @@ class WorkerPoolVectorEnv(VectorEnv):
     """A vector env whose envs live in ``num_workers`` workers; subclasses supply the transport.
 
     The transport hooks: ``_launch(w)`` starts worker ``w`` without waiting, ``_await_ready(w)`` waits
-    for it (raising ``RuntimeError`` if it failed), ``_submit(w, batch, timeout)`` sends it a batch,
-    ``_receive(ws, timeout)`` returns ``{w: reply bytes, or the reason it died}`` for the workers that
-    answered by ``timeout``, ``_kill(w)`` stops it at once, ``_shutdown(w)`` closes it politely.
+    for it (raising ``RuntimeError`` if it failed), ``_submit(w, request)`` hands it a request for its
+    ``EnvHost.run``, ``_receive(ws, timeout)`` returns ``{w: reply, or the reason it died}`` for the
+    workers that answered by ``timeout``, ``_kill(w)`` stops one at once, and ``_shutdown(ws)`` lets
+    workers close their envs and stop.
     """
 
     def __init__(
@@ -174,7 +177,8 @@ class WorkerPoolVectorEnv(VectorEnv):
             batches.setdefault(self._where[i][0], []).append(i)
         self._ready(batches)
         for w, ids in batches.items():
-            self._submit(w, [(self._where[i][1], calls[i]) for i in ids], timeout)
+            batch = [(self._where[i][1], calls[i]) for i in ids]
+            self._submit(w, pickle.dumps((batch, timeout), protocol=pickle.HIGHEST_PROTOCOL))
 
         results: dict[int, Any] = {}
         failed: dict[int, tuple[list[int], str]] = {}  # worker -> (its envs whose call failed, reason)
@@ -233,9 +237,7 @@ class WorkerPoolVectorEnv(VectorEnv):
         if self._closed:
             return
         self._closed = True
-        for w in range(len(self._slices)):
-            with contextlib.suppress(Exception):
-                self._shutdown(w)
+        self._shutdown(range(len(self._slices)))
 
     # ---- transport ------------------------------------------------------------------------------
     def _launch(self, w: int) -> None:
@@ -244,7 +246,7 @@ class WorkerPoolVectorEnv(VectorEnv):
     def _await_ready(self, w: int) -> None:
         raise NotImplementedError
 
-    def _submit(self, w: int, batch: list[tuple[int, Call]], timeout: float | None) -> None:
+    def _submit(self, w: int, request: bytes) -> None:
         raise NotImplementedError
 
     def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
@@ -253,5 +255,5 @@ class WorkerPoolVectorEnv(VectorEnv):
     def _kill(self, w: int) -> None:
         raise NotImplementedError
 
-    def _shutdown(self, w: int) -> None:
+    def _shutdown(self, workers: Sequence[int]) -> None:
         raise NotImplementedError
