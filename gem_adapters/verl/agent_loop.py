@@ -1,0 +1,199 @@
+"""GemAgentLoop: a verl 0.9 agent loop that plays one GEM episode per dataset row.
+
+verl builds one agent loop per sample and awaits ``run(sampling_params, **row)``. Here the row's
+``extra_info`` names the task (env id, env kwargs, seed; see ``gem_adapters.verl.dataset``); the loop
+makes the env, renders its observations with ``gem_adapters.trajectory.ChatRenderer`` (token-exact,
+incremental), generates every action through verl's ``server_manager`` (its vLLM/SGLang replicas)
+and returns the episode as one sample::
+
+    prompt_ids       system? + first observation + generation prompt
+    response_ids     action 1 | env/template ids | action 2 | ... | last action | end of turn
+    response_mask        1 1 |       0 0 0       |   1 1    | ... |    1 1 1    |  0
+    response_logprobs    the server's logprob of each generated id, 0.0 elsewhere
+    rm_scores        each turn's env reward on the last id of that turn's action
+
+Per-turn rewards: verl's ``AgentLoopOutput`` carries one scalar (``reward_score``, written on the
+last token), and when a loop returns one output per turn the v1 trainer copies the final score over
+the others. ``GemAgentLoopOutput`` therefore writes the per-turn rewards into ``rm_scores`` itself
+(``as_dict``, which verl's v1 worker calls to store a sample); ``reward_score`` is the episode's total
+reward, so verl's reward loop leaves the sample alone and its score metrics show the return. The
+estimators of ``gem_adapters.verl.estimators`` read the turns back from ``rm_scores`` and
+``response_mask``. This needs the v1 trainer (``trainer.use_v1=True``, verl 0.9's default): the
+legacy one rebuilds ``rm_scores`` from the scalar.
+
+Budgets: the first prompt must fit ``rollout.prompt_length``; everything after it fits
+``rollout.response_length`` (each turn generates at most what is left, keeping room for the closing
+end-of-turn ids); ``max_turns`` (agent-loop YAML, else ``rollout.multi_turn.max_assistant_turns``,
+else the env's own limit) caps the actions and ``max_new_tokens`` (YAML) each action. An episode
+stopped by a budget has ``info["stopped_by"]`` set and its last turn flagged truncated, as in
+``gem_adapters.rollout``.
+
+Registration: ``@register("gem_agent")`` in processes that import this module, and the agent-loop
+YAML (``examples/verl/gem_agent_loop.yaml``) given as ``actor_rollout_ref.rollout.agent.
+agent_loop_config_path`` for verl's workers; its keys besides ``name`` and ``_target_`` are this
+class's keyword arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+from uuid import uuid4
+
+import torch
+from pydantic import Field
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+
+from gem_adapters.trajectory import ChatRenderer, Episode
+from gem_adapters.verl.dataset import AGENT_NAME, Task, system_prompt_of, task_from_row
+from gem_adapters.verl.estimators import mask_runs
+
+
+class GemAgentLoopOutput(AgentLoopOutput):
+    """An episode as a verl sample, with per-turn rewards in ``rm_scores`` (see the module docstring)."""
+
+    token_rewards: list[float] = Field(default_factory=list, exclude=True)
+    episode: Any = Field(default=None, exclude=True)  # the gem_adapters Episode (not sent to the trainer)
+
+    def as_dict(self) -> dict[str, Any]:
+        output = super().as_dict()
+        output["rm_scores"] = torch.tensor(self.token_rewards, dtype=torch.float32)
+        return output
+
+
+@register(AGENT_NAME)
+class GemAgentLoop(AgentLoopBase):
+    def __init__(self, *args: Any, max_turns: int | None = None, max_new_tokens: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.config.trainer.get("use_v1", True):
+            raise ValueError(
+                "GemAgentLoop needs verl's v1 trainer (trainer.use_v1=True): the legacy trainer keeps "
+                "only one reward per episode, on its last token"
+            )
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.response_length = int(self.rollout_config.response_length)
+        if max_turns is None:
+            max_turns = self.rollout_config.get("multi_turn", {}).get("max_assistant_turns")
+        self.max_turns = None if max_turns is None else int(max_turns)
+        self.max_new_tokens = None if max_new_tokens is None else int(max_new_tokens)
+        if (self.max_turns is not None and self.max_turns < 1) or (
+            self.max_new_tokens is not None and self.max_new_tokens < 1
+        ):
+            raise ValueError("max_turns and max_new_tokens must be at least 1")
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> GemAgentLoopOutput:
+        import gem_core
+
+        task = task_from_row(kwargs.get("extra_info"))
+        renderer = self._renderer(system_prompt_of(kwargs.get("raw_prompt")))
+        env = gem_core.make(task.env_id, **task.env_kwargs)
+        try:
+            episode, prompt_len, timing = await self._play(env, task, renderer, sampling_params)
+        finally:
+            env.close()
+        return self._output(episode, prompt_len, timing)
+
+    async def _play(
+        self, env: Any, task: Task, renderer: ChatRenderer, sampling_params: dict[str, Any]
+    ) -> tuple[Episode, int, dict[str, float]]:
+        timing = {"generate_sequences": 0.0, "tool_calls": 0.0}
+        sampling = {**sampling_params, "stop_token_ids": list(renderer.stop_token_ids)}
+        started = time.perf_counter()
+        observation, _ = await asyncio.to_thread(env.reset, seed=task.seed)
+        timing["tool_calls"] += time.perf_counter() - started
+        builder = renderer.start(str(observation), env_id=task.env_id, seed=task.seed)
+        prompt_len = len(builder.context())
+        if prompt_len > self.prompt_length:
+            raise ValueError(
+                f"{task.env_id} (seed {task.seed}): the first prompt has {prompt_len} tokens, more than "
+                f"rollout.prompt_length={self.prompt_length}; raise data.max_prompt_length or keep "
+                "data.filter_overlong_prompts on"
+            )
+        request_id = uuid4().hex  # one id per episode: the server keeps its prefix cache
+        stopped_by = None
+        while not builder.done:
+            if self.max_turns is not None and builder.episode.num_turns >= self.max_turns:
+                stopped_by = "max_turns"
+                break
+            context = builder.context()
+            room = self.response_length - (len(context) - prompt_len) - len(renderer.closing_ids)
+            budget = room if self.max_new_tokens is None else min(self.max_new_tokens, room)
+            if budget < 1:
+                stopped_by = "max_context_tokens"
+                break
+            started = time.perf_counter()
+            generated = await self.server_manager.generate(
+                request_id, prompt_ids=list(context), sampling_params={**sampling, "max_tokens": budget}
+            )
+            timing["generate_sequences"] += time.perf_counter() - started
+            ids = [int(t) for t in generated.token_ids[:budget]]
+            if not ids:
+                stopped_by = "empty_generation"
+                break
+            logprobs = generated.log_probs[: len(ids)] if generated.log_probs else None
+            if logprobs is not None and len(logprobs) != len(ids):
+                logprobs = None
+            finish = "stop" if ids[-1] in renderer.stop_token_ids else "length"
+            action = builder.add_action(ids, logprobs, finish)
+            started = time.perf_counter()
+            observation, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
+            timing["tool_calls"] += time.perf_counter() - started
+            builder.add_feedback(str(observation), float(reward), terminated, truncated, info)
+        return builder.finish(stopped_by), prompt_len, timing
+
+    def _output(self, episode: Episode, prompt_len: int, timing: dict[str, float]) -> GemAgentLoopOutput:
+        if not episode.turns:
+            raise ValueError(
+                f"{episode.env_id} (seed {episode.seed}): no room for a single action; raise "
+                "rollout.response_length"
+            )
+        sequence = episode.to_sequence()
+        response_mask = sequence.loss_mask[prompt_len:]
+        spans = [(start - prompt_len, end - prompt_len) for start, end in sequence.turn_spans]
+        if mask_runs(response_mask) != spans:  # the estimators find turns as runs of the mask
+            raise RuntimeError("two actions of this episode are not separated by env tokens")
+        rewards = [turn.reward for turn in episode.turns]
+        token_rewards = [0.0] * len(response_mask)
+        for reward, (_, end) in zip(rewards, spans):
+            token_rewards[end - 1] = reward
+        return GemAgentLoopOutput(
+            prompt_ids=sequence.token_ids[:prompt_len],
+            response_ids=sequence.token_ids[prompt_len:],
+            response_mask=response_mask,
+            response_logprobs=None if sequence.logprobs is None else sequence.logprobs[prompt_len:],
+            reward_score=episode.total_reward,
+            num_turns=2 * episode.num_turns,  # verl counts messages: observations + actions
+            metrics=timing,
+            extra_fields={
+                "turn_scores": rewards,
+                "reward_extra_info": {"success": float(episode.success), "turns": episode.num_turns},
+            },
+            token_rewards=token_rewards,
+            episode=episode,
+        )
+
+    def _renderer(self, system_prompt: str | None) -> ChatRenderer:
+        """One renderer per (tokenizer, system prompt, template kwargs), shared by the loops of a worker."""
+        template_kwargs = _plain(self.apply_chat_template_kwargs) or {}
+        key = (id(self.tokenizer), system_prompt, json.dumps(template_kwargs, sort_keys=True, default=str))
+        renderer = _RENDERERS.get(key)
+        if renderer is None:
+            renderer = _RENDERERS[key] = ChatRenderer(
+                self.tokenizer, system_prompt, template_kwargs=template_kwargs
+            )
+        return renderer
+
+
+_RENDERERS: dict[tuple[int, str | None, str], ChatRenderer] = {}  # a renderer keeps its tokenizer alive
+
+
+def _plain(config: Any) -> Any:
+    """An OmegaConf node as plain Python containers (anything else as it is)."""
+    try:
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(config, resolve=True) if OmegaConf.is_config(config) else config
+    except ImportError:
+        return config

@@ -1,0 +1,136 @@
+"""The shared per-turn estimators as verl advantage estimators (``algorithm.adv_estimator=gem_rebn``).
+
+verl hands a registered estimator only token-level tensors: ``token_level_rewards`` (B, T),
+``response_mask`` (B, T), the algorithm config and ``index`` (the prompt uid of each row). The
+episode's turn structure is recovered from them:
+
+* a **turn** is a maximal run of ``response_mask == 1`` (one action's generated ids; the env and
+  template ids between two actions have mask 0, so consecutive actions never merge);
+* turn ``k``'s **reward** is the sum of ``token_level_rewards`` from the start of action ``k`` up to
+  the start of action ``k + 1`` (the last turn runs to the end of the row).
+
+``GemAgentLoop`` writes each turn's env reward on the last id of that turn's action, so the sums
+give the env's per-turn rewards exactly; with ``algorithm.use_kl_in_reward`` each turn's reward also
+carries the KL penalty of its own tokens. A scalar reward on the row's last token (what verl's
+other agent loops produce) counts as the last turn's reward.
+
+The per-turn rewards, one episode per row and ``index`` as the group of each episode (the ``rollout.n``
+samples of one row share env id and seed) go to ``gem_adapters.advantages.compute_advantages_flat``;
+its per-turn advantages are spread over each turn's action ids. ``returns`` are the per-turn
+discounted returns ``G_t`` on the same ids. ``gamma`` and ``lam`` come from ``algorithm.gamma`` and
+``algorithm.lam``. The whole batch is one call in verl's driver, so ReBN statistics are global.
+
+Registered names: ``gem_<name>`` for every estimator of ``gem_adapters.advantages.ESTIMATORS`` that
+needs no per-turn values (``gem_rebn``, ``gem_reinforce``, ``gem_grpo``, ``gem_dr_grpo``,
+``gem_rloo``); turn-level GAE needs the critic's values, which verl passes to its own ``gae`` only.
+
+Limits: a row without any mask-1 id has no turn and gets zero advantages; verl's rollout-correction
+rejection (``algorithm.rollout_correction``) may zero parts of ``response_mask`` before the estimator
+runs, which changes the turns it sees.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Any
+
+import numpy as np
+
+from gem_adapters.advantages import (
+    ESTIMATORS,
+    compute_advantages_flat,
+    discounted_returns,
+    turn_values_to_tokens,
+)
+
+PREFIX = "gem_"
+NEEDS_VALUES = frozenset({"gae"})
+
+
+def mask_runs(mask: Any) -> list[tuple[int, int]]:
+    """``(start, end)`` of every maximal run of nonzero entries of a 1-D mask."""
+    m = np.asarray(mask).reshape(-1) != 0
+    edges = np.diff(np.concatenate([[False], m, [False]]).astype(np.int8))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
+
+
+def turns_from_tokens(
+    token_level_rewards: Any, response_mask: Any
+) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]:
+    """Per-turn rewards (float64), the row of each turn, and each row's action spans."""
+    rewards = _numpy(token_level_rewards)
+    mask = _numpy(response_mask)
+    turn_rewards: list[float] = []
+    rows: list[int] = []
+    spans: list[list[tuple[int, int]]] = []
+    for b in range(rewards.shape[0]):
+        row_spans = mask_runs(mask[b])
+        spans.append(row_spans)
+        if not row_spans:
+            continue
+        cuts = [0] + [start for start, _ in row_spans[1:]] + [rewards.shape[1]]
+        turn_rewards.extend(rewards[b, lo:hi].sum() for lo, hi in itertools.pairwise(cuts))
+        rows.extend([b] * len(row_spans))
+    return np.asarray(turn_rewards, dtype=np.float64), np.asarray(rows, dtype=np.int64), spans
+
+
+def gem_advantages(
+    name: str,
+    token_level_rewards: Any,
+    response_mask: Any,
+    config: Any = None,
+    index: Any = None,
+    **_: Any,
+) -> tuple[Any, Any]:
+    """verl's estimator contract: ``(advantages, returns)``, both shaped like ``token_level_rewards``."""
+    import torch
+
+    gamma = float(_get(config, "gamma", 1.0))
+    lam = float(_get(config, "lam", 1.0))
+    turn_rewards, rows, spans = turns_from_tokens(token_level_rewards, response_mask)
+    shape = tuple(token_level_rewards.shape)
+    advantages = np.zeros(shape, dtype=np.float64)
+    returns = np.zeros(shape, dtype=np.float64)
+    if len(turn_rewards):
+        groups = None if index is None else np.asarray(list(index), dtype=object)[rows]
+        per_turn = compute_advantages_flat(name, turn_rewards, rows, group_ids=groups, gamma=gamma, lam=lam)
+        per_turn_returns = discounted_returns(turn_rewards, gamma, rows)
+        mask = _numpy(response_mask)
+        for b in np.unique(rows):
+            here = rows == b
+            advantages[b] = turn_values_to_tokens(per_turn[here], spans[b], shape[1], mask[b])
+            returns[b] = turn_values_to_tokens(per_turn_returns[here], spans[b], shape[1], mask[b])
+    like = {"dtype": token_level_rewards.dtype, "device": token_level_rewards.device}
+    return torch.from_numpy(advantages).to(**like), torch.from_numpy(returns).to(**like)
+
+
+def register_estimators() -> list[str]:
+    """Register ``gem_<name>`` with verl's ``register_adv_est`` (idempotent); returns the names."""
+    from verl.trainer.ppo import core_algos
+
+    names = []
+    for name in ESTIMATORS:
+        if name in NEEDS_VALUES:
+            continue
+        key = PREFIX + name
+        if key not in core_algos.ADV_ESTIMATOR_REGISTRY:
+            core_algos.register_adv_est(key)(functools.partial(gem_advantages, name))
+        names.append(key)
+    return names
+
+
+def _numpy(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _get(config: Any, key: str, default: Any) -> Any:
+    if config is None:
+        return default
+    if hasattr(config, "get"):
+        value = config.get(key, default)
+    else:
+        value = getattr(config, key, default)
+    return default if value is None else value

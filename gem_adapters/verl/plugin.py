@@ -1,0 +1,13 @@
+"""verl plugin: registers the GEM advantage estimators in every process that imports verl.
+
+verl loads each entry point of the ``verl.plugins`` group at ``import verl`` (unless
+``VERL_USE_EXTERNAL_PLUGINS=none``), in the driver and in every Ray worker, so with gem-core
+installed ``algorithm.adv_estimator=gem_rebn`` works without user code. Where entry points are
+switched off, ``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin`` does the same. verl swallows
+errors raised while loading a plugin; ``python -c "import verl.trainer.ppo.core_algos as c;
+print(sorted(c.ADV_ESTIMATOR_REGISTRY))"`` shows whether the ``gem_*`` names arrived.
+"""
+
+from gem_adapters.verl.estimators import register_estimators
+
+REGISTERED = register_estimators()
