@@ -1,0 +1,234 @@
+"""GEMGRPOTrainer: real TRL GRPO steps on GEM episodes with a tiny randomly initialised Llama.
+
+A test env (``test:ActionLength-v0``) rewards each action by its length, so a random model gets
+varied per-turn rewards and every estimator has something to normalise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+import gem_core
+from gem_adapters.advantages import compute_advantages
+from gem_adapters.trl import (
+    GEMGRPOConfig,
+    GEMGRPOTrainer,
+    episode_to_sample,
+    parse_task_prompt,
+    task_prompt,
+    tasks_dataset,
+)
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+TEST_ENV = "test:ActionLength-v0"
+GAME = "game:GuessTheNumber-v0-easy"
+
+
+class ActionLengthEnv(gem_core.Env):
+    """Three turns; each action earns (characters mod 5) / 4."""
+
+    def reset(self, seed=None, **kwargs):
+        super().reset(seed)
+        self.turn = 0
+        return f"Say something ({self.rng.randint(0, 9)}).", {}
+
+    def step(self, action):
+        self.turn += 1
+        done = self.turn >= 3
+        return f"Turn {self.turn} done.", (len(action) % 5) / 4, False, done, {"success": done}
+
+    def sample_random_action(self):
+        return "x" * self.action_rng.randint(0, 9)
+
+
+if TEST_ENV not in gem_core.list_envs():
+    gem_core.register(TEST_ENV, ActionLengthEnv, description="test env: reward by action length")
+
+
+class ProbeTrainer(GEMGRPOTrainer):
+    """Records what TRL's scoring step produced and what its loss consumed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.scored: list[tuple[list[dict], dict]] = []
+        self.loss_inputs: list[dict] = []
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        self.scored.append(([dict(row) for row in inputs], output))
+        return output
+
+    def _compute_loss(self, model, inputs):
+        self.loss_inputs.append(inputs)
+        return super()._compute_loss(model, inputs)
+
+
+def make_trainer(tokenizer, tmp_path, env_id=TEST_ENV, seed=0, **overrides):
+    from gem_adapters.models import tiny_causal_lm
+
+    settings = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=6,
+        num_generations=3,
+        max_steps=1,
+        learning_rate=1e-3,
+        max_turn_tokens=6,
+        gradient_checkpointing=False,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        seed=seed,
+        disable_tqdm=True,
+    )
+    settings.update(overrides)
+    config = GEMGRPOConfig(**settings)
+    return ProbeTrainer(
+        model=tiny_causal_lm(tokenizer, seed=seed),
+        args=config,
+        train_dataset=tasks_dataset(env_id, 20),
+        processing_class=tokenizer,
+    )
+
+
+def expected_token_advantages(episode, per_turn, width):
+    """Each turn's advantage on its action ids, laid out from the turns themselves."""
+    row, position = np.zeros(width), 0
+    for k, (turn, value) in enumerate(zip(episode.turns, per_turn)):
+        if k > 0:
+            position += len(turn.prompt_ids)
+        row[position : position + len(turn.action_ids)] = value
+        position += len(turn.action_ids)
+    return row
+
+
+def test_task_prompts_round_trip():
+    assert parse_task_prompt(task_prompt(GAME, 7)) == (GAME, 7)
+    with pytest.raises(ValueError, match="env id and a seed"):
+        parse_task_prompt("What is 2 + 2?")
+    rows = tasks_dataset([GAME, TEST_ENV], 4, first_seed=10)
+    assert rows["env_id"] == [GAME, TEST_ENV, GAME, TEST_ENV]
+    assert [parse_task_prompt(p) for p in rows["prompt"]] == list(zip(rows["env_id"], rows["seed"]))
+
+
+def test_config_picks_fp32_on_cpu_and_checks_the_estimator(tmp_path):
+    config = GEMGRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2)
+    assert config.bf16 is (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    with pytest.raises(ValueError, match="unknown advantage_estimator"):
+        GEMGRPOConfig(output_dir=str(tmp_path), advantage_estimator="ppo")
+
+
+@pytest.fixture(scope="module")
+def rebn_run(tokenizer, tmp_path_factory):
+    """One GRPO step with ReBN (gamma 0.9), and the parameters before it."""
+    trainer = make_trainer(tokenizer, tmp_path_factory.mktemp("rebn"), advantage_estimator="rebn", gamma=0.9)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    result = trainer.train()
+    return trainer, before, result
+
+
+def check_shared_advantages(trainer, estimator):
+    """The advantages TRL's loss consumed are the shared module's, each turn's on that turn's tokens."""
+    (rows, output), inputs = trainer.scored[0], trainer.loss_inputs[0]
+    episodes = [row["episode"] for row in rows]
+    rewards = [[t.reward for t in e.turns] for e in episodes]
+    assert len({r for episode in rewards for r in episode}) > 1  # varied rewards: nothing cancels trivially
+    # The G copies of a task share env id and seed, hence a GRPO group.
+    groups = [parse_task_prompt(row["prompt"]) for row in rows]
+    assert groups[0::3] == groups[1::3] == groups[2::3]
+    per_turn = compute_advantages(estimator, rewards, gamma=0.9, group_ids=groups)
+
+    width = output["completion_ids"].size(1)
+    expected = torch.tensor(
+        np.stack([expected_token_advantages(e, a, width) for e, a in zip(episodes, per_turn)]),
+        dtype=torch.float32,
+    )
+    assert output["advantages"].shape == (len(episodes), width)
+    torch.testing.assert_close(output["advantages"], expected)
+    assert expected.abs().sum() > 0
+    # The loss consumed exactly these rows (TRL shuffles them before the step).
+    used = sorted(map(tuple, inputs["advantages"].tolist()))
+    assert used == sorted(map(tuple, expected.tolist()))
+
+
+def test_grpo_step_trains_on_actions_only(rebn_run):
+    trainer, before, result = rebn_run
+    assert np.isfinite(result.training_loss)
+    changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p.detach())]
+    assert len(changed) == len(before)
+
+    (rows, output), inputs = trainer.scored[0], trainer.loss_inputs[0]
+    episodes = [row["episode"] for row in rows]
+    assert len(episodes) == 6 and all(e.num_turns == 3 for e in episodes)
+    # The loss mask TRL uses is the episodes' own mask: 1 on generated ids, 0 on env/template ids.
+    width = output["completion_ids"].size(1)
+    expected_mask = torch.zeros(len(episodes), width, dtype=torch.long)
+    for i, episode in enumerate(episodes):
+        sequence = episode.to_sequence(include_closing=False)
+        start = sequence.turn_spans[0][0]
+        assert output["prompt_ids"][i][output["prompt_mask"][i].bool()].tolist() == sequence.token_ids[:start]
+        mask = sequence.loss_mask[start:]
+        expected_mask[i, : len(mask)] = torch.tensor(mask)
+    assert torch.equal(output["completion_mask"] * output["tool_mask"], expected_mask)
+    assert 0 < expected_mask.sum() < output["completion_mask"].sum()  # there are env tokens to exclude
+
+    # No gradient reaches the logprob of an env or template token; action tokens do get one.
+    captured = {}
+    compute = trainer._get_per_token_logps_and_entropies
+
+    def keep_logps(*args, **kwargs):
+        logps, entropies, aux = compute(*args, **kwargs)
+        logps.retain_grad()
+        captured["logps"] = logps
+        return logps, entropies, aux
+
+    trainer._get_per_token_logps_and_entropies = keep_logps
+    try:
+        trainer.model.zero_grad()
+        trainer._compute_loss(trainer.model, inputs).backward()
+    finally:
+        del trainer._get_per_token_logps_and_entropies
+    grad = captured["logps"].grad
+    loss_mask = (inputs["completion_mask"] * inputs["tool_mask"]).bool()
+    assert torch.all(grad[~loss_mask] == 0)
+    assert torch.all(grad[loss_mask & (inputs["advantages"] != 0)] != 0)
+
+
+def test_rebn_advantages_are_the_shared_modules(rebn_run):
+    check_shared_advantages(rebn_run[0], "rebn")
+
+
+def test_grpo_advantages_are_the_shared_modules(tokenizer, tmp_path):
+    trainer = make_trainer(tokenizer, tmp_path, advantage_estimator="grpo", gamma=0.9, learning_rate=0.0)
+    trainer.train()
+    check_shared_advantages(trainer, "grpo")
+
+
+def test_episode_samples_and_logged_metrics(rebn_run):
+    trainer = rebn_run[0]
+    rows, _ = trainer.scored[0]
+    for row in rows:
+        sample = episode_to_sample(row["episode"])
+        full = row["episode"].to_sequence(include_closing=False)
+        assert sample.prompt_ids + sample.completion_ids == full.token_ids
+        assert len(sample.logprobs) == len(sample.env_mask) == len(sample.completion_ids)
+        assert [sample.completion_ids[a:b] for a, b in sample.turn_spans] == [
+            t.action_ids for t in row["episode"].turns
+        ]
+        for (a, b), turn in zip(sample.turn_spans, row["episode"].turns):
+            assert sample.logprobs[a:b] == turn.logprobs
+        assert all(lp == 0.0 for lp, m in zip(sample.logprobs, sample.env_mask) if m == 0)
+        assert sum(sample.env_mask) == sum(b - a for a, b in sample.turn_spans)
+        assert all(sample.env_mask[a:b] == [1] * (b - a) for a, b in sample.turn_spans)
+    logged = trainer.state.log_history[0]
+    episodes = [row["episode"] for row in rows]
+    assert logged["env/turns"] == 3
+    assert logged["env/return"] == pytest.approx(np.mean([e.total_reward for e in episodes]))
+    assert logged["env/tokens_per_second"] > 0
+    assert json.loads(rows[0]["prompt"])["env_id"] == TEST_ENV
