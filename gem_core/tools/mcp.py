@@ -125,6 +125,12 @@ class MCPTool(Tool):
         self.servers = load_config(config)
         self.timeout, self.connect_timeout, self.retries = timeout, connect_timeout, retries
         self.max_output = max_output
+        self._options = {
+            "timeout": timeout,
+            "connect_timeout": connect_timeout,
+            "retries": retries,
+            "max_output": max_output,
+        }
         self._stderr = server_stderr or sys.stderr
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="gem-mcp-client", daemon=True)
@@ -140,6 +146,14 @@ class MCPTool(Tool):
             self.close()
             raise
         self.tools = self._tool_table()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling (e.g. to a vector-env worker process) keeps the config: the copy opens its own
+        connections (and launches its own stdio servers) in the process it lands in."""
+        return {"config": {"mcpServers": self.servers}, **self._options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)
 
     # ---- connections ----------------------------------------------------------------------------
     def _run(self, coro: Any, timeout: float) -> Any:

@@ -90,6 +90,11 @@ class PythonTool(Tool):
             self._pool = shared_pool(workers, **options)
         return self._pool
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling (e.g. to a vector-env worker process) keeps the limits, not the pool: the copy
+        starts that process's own shared pool on first use."""
+        return {**vars(self), "_pool": None}
+
     def instruction(self) -> str:
         fence = " or in a ```python code block" if self.fenced else ""
         return (

@@ -244,3 +244,14 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_pickled_tool_opens_its_own_connection(orders):
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(orders))
+    try:
+        assert copy.tools.keys() == orders.tools.keys() and copy._connections is not orders._connections
+        assert payload(call(copy, "lookup_order", order_id=1005)[0])["item"] == "usb hub"
+    finally:
+        copy.close()

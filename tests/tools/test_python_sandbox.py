@@ -434,3 +434,13 @@ def test_a_forked_process_leaves_the_parents_pool_alone_and_gets_its_own():
         assert os.read(read, 1000) == b"3"
         os.close(read)
         assert parent_pool.run("print(4)").stdout == "4\n"
+
+
+def test_a_pickled_tool_keeps_its_limits_and_uses_its_own_pool():
+    import pickle
+
+    tool = PythonTool(timeout=1.0, max_output=100, workers=1)
+    assert tool.execute("print(1)")[1]  # the pool is started
+    copy = pickle.loads(pickle.dumps(tool))
+    assert copy.limits == tool.limits and copy._pool is None
+    assert copy.execute("print(2)") == ("Code execution result:\n2\n", True)

@@ -236,3 +236,11 @@ def test_command_line_server(corpus_file):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_pickled_tool_searches_the_same_index(index):
+    import pickle
+
+    tool = SearchTool(index=index, k=2)
+    copy = pickle.loads(pickle.dumps(tool))
+    assert copy.execute("river in Africa") == tool.execute("river in Africa")
