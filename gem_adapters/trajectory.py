@@ -214,6 +214,11 @@ class ChatRenderer:
         self.template_kwargs = dict(template_kwargs or {})
         self.check_template = check_template
         self._head = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
+        # The Rust tokenizer directly, when the transformers wrapper would add nothing but overhead.
+        backend = getattr(tokenizer, "_tokenizer", None)
+        plain = backend is not None and not getattr(tokenizer, "split_special_tokens", False)
+        self._backend = backend if plain and hasattr(backend, "encode_batch") else None
+        self._continuation_parts: tuple[str, str] | None = None
         probe = [
             *self._head,
             {"role": "user", "content": _USER_PROBE},
@@ -223,6 +228,7 @@ class ChatRenderer:
         self.closing_ids = self.encode(self.closing_text)
         if self.continuation("x")[: len(self.closing_ids)] != self.closing_ids:
             raise ValueError("this chat template ends an assistant turn differently when a user turn follows")
+        self._continuation_parts = self._split_continuation()
         special = set(getattr(tokenizer, "all_special_ids", [])) | set(tokenizer.get_added_vocab().values())
         stops = [self.closing_ids[0]] if self.closing_ids and self.closing_ids[0] in special else []
         eos = getattr(tokenizer, "eos_token_id", None)
@@ -242,9 +248,13 @@ class ChatRenderer:
         )
 
     def encode(self, text: str) -> list[int]:
+        if self._backend is not None:
+            return self._backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def decode(self, ids: Sequence[int]) -> str:
+        if self._backend is not None:
+            return self._backend.decode(list(ids), skip_special_tokens=False)
         return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     # ---- the incremental pieces -------------------------------------------------------------------
@@ -263,6 +273,12 @@ class ChatRenderer:
         )
 
     def continuation_text(self, observation: str) -> str:
+        if self._continuation_parts is not None:
+            before, after = self._continuation_parts
+            return before + observation + after
+        return self._render_continuation(observation)
+
+    def _render_continuation(self, observation: str) -> str:
         messages = [
             *self._head,
             {"role": "user", "content": _USER_PROBE},
@@ -270,6 +286,26 @@ class ChatRenderer:
             {"role": "user", "content": observation},
         ]
         return _after_probe(self.render(messages, add_generation_prompt=True))
+
+    def _split_continuation(self) -> tuple[str, str] | None:
+        """The continuation as fixed text around the observation, if the template inserts user content
+        verbatim (checked on awkward samples); then a turn costs no template render at all."""
+        marker = "GEMPROBEOBSERVATIONk4"
+        text = self._render_continuation(marker)
+        if text.count(marker) != 1:
+            return None
+        before, after = text.split(marker)
+        samples = [
+            "",
+            " x ",
+            "\n\nlines\n",
+            "{{ '}}' }}{% raw %}",
+            "<think>a</think>",
+            "<tool_response>r</tool_response>",
+        ]
+        if any(self._render_continuation(s) != before + s + after for s in samples):
+            return None
+        return before, after
 
     def generated_closing(self, action_ids: Sequence[int]) -> int:
         """How many of the template's end-of-turn ids the action already ends with (usually 1 or 0)."""

@@ -8,6 +8,14 @@ CHATML_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
 
+# Llama-3-style content trimming, in ChatML form: user text is not inserted verbatim.
+TRIMMING_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + (message['content'] | trim) + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
 # Qwen3's template without tool calls: assistant turns before the last user message lose their
 # <think> block, and assistant turns after it are re-rendered as "<think>\n...\n</think>\n\n...".
 QWEN3_TEMPLATE = """

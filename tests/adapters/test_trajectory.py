@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from gem_adapters.trajectory import ChatRenderer, Episode
-from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE
+from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE, TRIMMING_TEMPLATE
 
 IM_END = 2  # <|im_end|> in the SmolLM2 vocabulary
 TEMPLATES = {"smollm2": None, "chatml": CHATML_TEMPLATE}
@@ -267,10 +267,27 @@ def test_each_turn_renders_a_constant_size_conversation(tokenizer, check):
     action = [*tokenizer.encode("\\boxed{1}", add_special_tokens=False), IM_END]
     episode, contexts = play(renderer, [f"observation {k}" for k in range(n + 1)], [action] * n)
     check_invariants(episode, contexts)
-    per_turn = recording.rendered[:n]
-    assert len(per_turn) == n and max(per_turn) <= 4  # never the history
+    during, at_end = (
+        recording.rendered[: len(recording.rendered) - check],
+        recording.rendered[len(recording.rendered) - check :],
+    )
+    assert len(during) <= n and max(during) <= 4  # at most one small render per turn, never the history
     # With the check on, one render of the whole conversation when the episode finishes.
-    assert recording.rendered[n:] == ([2 * n] if check else [])
+    assert at_end == ([2 * n] if check else [])
+
+
+@pytest.mark.parametrize("template", [None, CHATML_TEMPLATE, QWEN3_TEMPLATE, TRIMMING_TEMPLATE])
+def test_templates_that_change_user_text_are_rendered_per_turn(tokenizer, template):
+    """A template that inserts user text verbatim is split once around it; one that changes the text
+    (here: trims it) is rendered for every turn. Both give the template's own tokens."""
+    renderer = ChatRenderer(tokenizer, chat_template=template)
+    assert (renderer._continuation_parts is None) == (template is TRIMMING_TEMPLATE)
+    action = [*tokenizer.encode("\\boxed{1}", add_special_tokens=False), IM_END]
+    observations = ["  first  ", "\n second \n", " third"]
+    episode, contexts = play(renderer, observations, [action, action])
+    check_invariants(episode, contexts)
+    for k, context in enumerate(contexts):
+        assert context == template_ids(tokenizer, episode.messages()[: 2 * k + 1], template, True)
 
 
 def test_text_the_tokenizer_cannot_represent_is_not_a_template_rewrite(tokenizer):
