@@ -1,0 +1,218 @@
+"""Math envs: math-verify grading of equivalent forms, the grading deadline, the offline sets, Hub ids."""
+
+import concurrent.futures as cf
+import importlib.util
+import json
+import re
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+import gem_core
+from gem_core.envs.dataset import DATA_DIR, DatasetUnavailableError
+from gem_core.envs.math import HUB_SETS, MathEnv, grade_answer
+
+pytest.importorskip("math_verify")
+
+HALF = [{"problem": "What is one divided by two?", "answer": "\\frac{1}{2}"}]
+OFFLINE_IDS = [i for i in gem_core.list_envs("math:*") if gem_core.spec(i).data_source == "offline"]
+
+
+@pytest.fixture
+def half_env(tmp_path):
+    path = tmp_path / "half.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in HALF))
+    env = MathEnv(path=str(path), grade_timeout=2.0)
+    env.reset(seed=0)
+    return env
+
+
+def answer(env, text):
+    env.reset(index=0)
+    return env.step(f"Let me think. The answer is \\boxed{{{text}}}.")
+
+
+@pytest.mark.parametrize(
+    "form", ["1/2", "0.5", "\\frac{1}{2}", "\\dfrac12", "\\tfrac{1}{2}", "2/4", ".5", "\\frac12"]
+)
+def test_equivalent_forms_are_correct(half_env, form):
+    _, reward, terminated, truncated, info = answer(half_env, form)
+    assert (reward, terminated, truncated) == (1.0, True, False)
+    assert info["success"] and "error" not in info
+
+
+@pytest.mark.parametrize("form", ["1/3", "2", "0.6", "-1/2", "\\frac{2}{1}", "x", "half"])
+def test_wrong_answers_are_rejected(half_env, form):
+    _, reward, terminated, _, info = answer(half_env, form)
+    assert reward == 0.0 and terminated
+    assert info["success"] is False and info["correct"] is False
+
+
+def test_missing_box_is_a_format_error(half_env):
+    obs, reward, terminated, _, info = half_env.step("The answer is 1/2.")
+    assert reward == 0.0 and terminated and info["format_error"]
+    assert "\\boxed{}" in obs
+
+
+def test_pathological_answers_return_zero_within_the_timeout(half_env):
+    for text in ["9^{9^{9^{9}}}", "+".join(["9^{9^{9}}"] * 100)]:
+        half_env.grade_timeout = 5.0
+        assert answer(half_env, "0.5")[1] == 1.0  # a warm worker (a timeout kills it), so the clock
+        half_env.grade_timeout = 1.0  # measures grading alone
+        start = time.monotonic()
+        _, reward, _, _, info = answer(half_env, text)
+        elapsed = time.monotonic() - start
+        assert reward == 0.0 and "longer than 1s" in info["error"]
+        assert elapsed < 1.0 + 0.5, elapsed
+    start = time.monotonic()
+    _, reward, _, _, info = answer(half_env, "1+" * 50_000 + "1")
+    assert reward == 0.0 and "longer than" in info["error"] and time.monotonic() - start < 0.5
+    half_env.grade_timeout = 5.0
+    assert answer(half_env, "\\dfrac12")[1] == 1.0  # the killed worker was replaced
+
+
+def test_grading_works_in_worker_threads(half_env):
+    # math-verify's own timeout uses signal.alarm and refuses to run outside the main thread.
+    envs = [half_env.spawn(same_state=True) for _ in range(4)]
+    with cf.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda e: e.step("\\boxed{0.5}"), envs))
+    assert [r[1] for r in results] == [1.0] * 4
+
+
+def test_grade_answer_never_raises_on_junk():
+    for junk in ["", "\\", "{}}{", "\x00\xff", "\\frac{", "\\sqrt[", "1/0", "\\infty-\\infty"]:
+        correct, _ = grade_answer(junk, ["\\frac{1}{2}"], timeout=3.0)
+        assert correct is False
+
+
+def test_spawn_same_state_shares_the_problem():
+    env = gem_core.make("math:Offline-v0")
+    obs, _ = env.reset(seed=7)
+    group = [env.spawn(same_state=True) for _ in range(3)]
+    gold = env.example["answer"]
+    for clone in group:
+        assert clone.example == env.example
+        assert clone.step(f"\\boxed{{{gold}}}")[1] == 1.0
+    assert env.step("\\boxed{not it}")[1] == 0.0
+
+
+def test_same_seed_same_problem_and_index_kwarg():
+    env = gem_core.make("math:Offline-v0")
+    first = env.reset(seed=3)[0]
+    assert env.spawn().reset(seed=3)[0] == first
+    obs, info = env.reset(index=299)
+    assert info["index"] == 299 and env.example["id"] == "word_problems-059"
+    with pytest.raises(IndexError):
+        env.reset(index=300)
+
+
+# ---- the offline sets -----------------------------------------------------------------------------
+def load_generator():
+    spec = importlib.util.spec_from_file_location("math_generate", DATA_DIR / "math" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_offline_files_are_reproduced_by_the_generator(tmp_path):
+    load_generator().write_all(tmp_path)
+    shipped = sorted((DATA_DIR / "math").glob("*.jsonl"))
+    assert len(shipped) == 5
+    for path in shipped:
+        assert (tmp_path / path.name).read_bytes() == path.read_bytes(), path.name
+    assert gem_core.make("math:Offline-v0").num_examples >= 200
+
+
+def records(category):
+    return [json.loads(line) for line in (DATA_DIR / "math" / f"{category}.jsonl").read_text().splitlines()]
+
+
+def evaluate_latex(expression, x=None):
+    """Evaluate the generator's LaTeX independently of it: exact rational arithmetic with Python's parser."""
+    text = re.sub(r"\\frac\{(-?\d+)\}\{(\d+)\}", r"(\1/\2)", expression)
+    text = text.replace("\\times", "*").replace("\\div", "/")
+    text = re.sub(r"\^\{(\d+)\}", r"**\1", text)
+    text = re.sub(r"(\d)x", r"\1*x", text)
+    text = re.sub(r"(?<![\w.])(\d+)(?![\w.])", r"Fraction(\1)", text)
+    return eval(text, {"Fraction": Fraction, "x": x})
+
+
+def value_of(answer):
+    match = re.fullmatch(r"(-?)\\frac\{(\d+)\}\{(\d+)\}", answer)
+    if match:
+        return Fraction(int(match[2]), int(match[3])) * (-1 if match[1] else 1)
+    return Fraction(answer)
+
+
+def test_arithmetic_and_fraction_answers_are_right():
+    for record in records("arithmetic") + records("fractions"):
+        expression = re.search(r"\$(.+?)\$", record["problem"])[1]
+        assert evaluate_latex(expression) == value_of(record["answer"]), record
+
+
+def test_linear_equation_answers_solve_their_equations():
+    for record in records("linear_equations"):
+        left, right = re.search(r"\$: \$(.+?)\$", record["problem"])[1].split("=")
+        x = value_of(record["answer"])
+        assert evaluate_latex(left, x) == evaluate_latex(right, x), record
+
+
+def test_equivalent_rewrites_of_offline_answers_are_graded_correct():
+    env = gem_core.make("math:Offline-v0")
+    for index in range(0, env.num_examples, 15):
+        env.reset(index=index)
+        gold = env.example["answer"]
+        rewrite = re.sub(r"\\frac\{(\d+)\}\{(\d+)\}", r"\1/\2", gold)
+        if rewrite == gold:
+            rewrite = f"{gold}.0" if "." not in gold else f"{gold}0"
+        assert env.step(f"\\boxed{{{rewrite}}}")[1] == 1.0, (gold, rewrite)
+
+
+@pytest.mark.parametrize("env_id", OFFLINE_IDS)
+def test_check_env(env_id):
+    assert gem_core.spec(env_id).multi_turn is False
+    gem_core.check_env(gem_core.make(env_id))
+
+
+# ---- Hub ids --------------------------------------------------------------------------------------
+def test_reference_hub_ids_are_registered():
+    for env_id in [
+        "math:GSM8K",
+        "math:Math12K",
+        "math:DeepScaleR40K",
+        "math:Orz57K",
+        "eval:MATH500",
+        "eval:AIME24",
+    ]:
+        assert gem_core.spec(env_id).data_source == "hub"
+    assert set(HUB_SETS) <= set(gem_core.list_envs())
+
+
+@pytest.mark.parametrize("offline_flag", [True, False])
+def test_hub_ids_fail_fast_offline_with_advice(monkeypatch, offline_flag):
+    pytest.importorskip("datasets")
+    if not offline_flag:  # no HF_HUB_OFFLINE: the Hub probe must notice there is no network
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    start = time.monotonic()
+    with pytest.raises(DatasetUnavailableError) as excinfo:
+        gem_core.make("math:GSM8K")
+    assert time.monotonic() - start < 10
+    message = str(excinfo.value)
+    assert "axon-rl/GSM-8k" in message and "data_files=" in message
+
+
+def test_hub_id_loads_a_local_file_through_datasets(tmp_path):
+    pytest.importorskip("datasets")
+    rows = [{"problem": f"What is {n} + {n}?", "answer": str(2 * n)} for n in range(1, 6)]
+    path = Path(tmp_path / "gsm8k.jsonl")
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = gem_core.make("math:GSM8K", data_files=str(path))
+    assert env.num_examples == 5
+    env.reset(index=2)
+    assert "What is 3 + 3?" in env.reset(index=2)[0]
+    assert env.step("\\boxed{6}")[1] == 1.0
+    gem_core.check_env(env)
