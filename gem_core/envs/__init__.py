@@ -1,5 +1,5 @@
 """Built-in environments; importing this package registers their ids."""
 
-import gem_core.envs.code
+import gem_core.envs.code  # noqa: F401
 import gem_core.envs.games  # noqa: F401
 import gem_core.envs.math  # noqa: F401
