@@ -10,6 +10,7 @@ from gem_core.wrappers.observation import (
     LastKTurns,
     ObservationActionHistory,
 )
+from gem_core.wrappers.tools import ToolEnvWrapper
 
 __all__ = [
     "ChatMessages",
@@ -21,4 +22,5 @@ __all__ = [
     "LastKTurns",
     "ObservationActionHistory",
     "TimeLimit",
+    "ToolEnvWrapper",
 ]
