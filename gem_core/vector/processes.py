@@ -5,7 +5,8 @@ the envs and run them on a thread per env (see ``gem_core.vector.remote`` for se
 handling). Workers start with ``forkserver`` where the platform has it, else ``spawn``: plain ``fork``
 of a parent that runs threads or torch is unsafe. The fork server (a fresh interpreter, not a copy of
 this one) preloads the worker code. A worker talks to the parent over a pipe: one batch of calls in,
-one reply out.
+one reply out. Workers are daemons: they end with the parent, and their envs may start subprocesses
+but not ``multiprocessing`` children.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-file on its pipe; a
 worker whose calls overran ``step_timeout`` is killed. Either way it is started anew with fresh envs.

@@ -4,7 +4,9 @@ Each of ``num_workers`` actors (default: one per CPU of the cluster, at most one
 contiguous slice of the envs, exactly as a worker process of ``ProcessVectorEnv`` does (see
 ``gem_core.vector.remote``). The vector env joins the Ray instance already initialised in this
 process, else ``ray.init(address=address)``: an existing cluster at ``address`` (or ``RAY_ADDRESS``),
-or a new local instance. ``actor_options`` go to ``ActorClass.options`` (default ``num_cpus=1``).
+or a new local instance. ``actor_options`` go to ``ActorClass.options`` (default ``num_cpus=1``: an
+actor waits for a free CPU, and the constructor gives up after ``start_timeout``). Ray runs its workers
+at nice 15 (``RAY_worker_niceness``), so on a busy machine they yield the CPU to other processes.
 
 An actor that dies (``RayActorError``) or whose calls overran ``step_timeout`` is killed with
 ``ray.kill`` and replaced by a new actor with fresh envs. Ray is optional: ``pip install gem-core[ray]``.
@@ -17,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe
+from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv
 
 
 def import_ray() -> Any:
@@ -69,7 +71,8 @@ class RayVectorEnv(WorkerPoolVectorEnv):
             ray.get(ready[0])
         except ray.exceptions.RayError as exc:
             self._kill(w)
-            raise RuntimeError(f"Ray actor {w} could not build its envs: {describe(exc)}") from exc
+            cause = str(exc).strip().splitlines()[-1]  # Ray's message ends with the creation error
+            raise RuntimeError(f"Ray actor {w} could not build its envs: {cause}") from exc
 
     def _submit(self, w: int, request: bytes) -> None:
         self._pending[w] = self._actors[w].run.remote(request)

@@ -101,7 +101,10 @@ def test_subset_stepping_leaves_other_envs_untouched(build):
 
 def test_raising_env_is_reported_replaced_and_batch_goes_on(build):
     vec = build(
-        [functools.partial(CountdownEnv, length=5), functools.partial(CountdownEnv, length=5, raise_on_step=1)]
+        [
+            functools.partial(CountdownEnv, length=5),
+            functools.partial(CountdownEnv, length=5, raise_on_step=1),
+        ]
         * 2
     )
     vec.reset(seed=0)
@@ -294,3 +297,21 @@ def test_ray_backend_says_how_to_install_ray(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where Ray is not installed
     with pytest.raises(ImportError, match=r"pip install 'gem-core\[ray\]'"):
         RayVectorEnv(countdown(2))
+
+
+@pytest.mark.parametrize("backend", REMOTE, indirect=True)
+def test_env_that_cannot_be_built_fails_the_constructor(backend, build):
+    with pytest.raises(RuntimeError, match=r"could not build its envs.*TypeError"):
+        build([functools.partial(CountdownEnv, no_such_argument=1)] * 2)
+
+
+def test_spawned_workers_match_the_sync_backend():
+    from gem_core.vector import ProcessVectorEnv, SyncVectorEnv
+
+    with pytest.raises(ValueError, match="fork is unsafe"):
+        ProcessVectorEnv(countdown(2), context="fork")
+    vec = ProcessVectorEnv(countdown(4, length=3), num_workers=2, context="spawn")
+    try:
+        assert _run(vec, 6) == _run(SyncVectorEnv(countdown(4, length=3)), 6)
+    finally:
+        vec.close()
