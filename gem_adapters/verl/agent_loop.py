@@ -45,6 +45,7 @@ from uuid import uuid4
 import torch
 from pydantic import Field
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_adapters.verl.dataset import AGENT_NAME, Task, system_prompt_of, task_from_row
@@ -90,19 +91,23 @@ class GemAgentLoop(AgentLoopBase):
         renderer = self._renderer(system_prompt_of(kwargs.get("raw_prompt")))
         env = gem_core.make(task.env_id, **task.env_kwargs)
         try:
-            episode, prompt_len, timing = await self._play(env, task, renderer, sampling_params)
+            episode, prompt_len, metrics, server_fields = await self._play(
+                env, task, renderer, sampling_params, int(kwargs.get("priority", 0))
+            )
         finally:
             env.close()
-        return self._output(episode, prompt_len, timing)
+        return self._output(episode, prompt_len, metrics, server_fields)
 
     async def _play(
-        self, env: Any, task: Task, renderer: ChatRenderer, sampling_params: dict[str, Any]
-    ) -> tuple[Episode, int, dict[str, float]]:
-        timing = {"generate_sequences": 0.0, "tool_calls": 0.0}
+        self, env: Any, task: Task, renderer: ChatRenderer, sampling_params: dict[str, Any], priority: int
+    ) -> tuple[Episode, int, dict[str, Any], dict[str, Any]]:
+        """Play the episode; also returns verl's metrics and the server's fields merged over turns."""
+        metrics: dict[str, Any] = {"generate_sequences": 0.0, "tool_calls": 0.0}
+        server_fields: dict[str, Any] = {}
         sampling = {**sampling_params, "stop_token_ids": list(renderer.stop_token_ids)}
         started = time.perf_counter()
         observation, _ = await asyncio.to_thread(env.reset, seed=task.seed)
-        timing["tool_calls"] += time.perf_counter() - started
+        metrics["tool_calls"] += time.perf_counter() - started
         builder = renderer.start(str(observation), env_id=task.env_id, seed=task.seed)
         prompt_len = len(builder.context())
         if prompt_len > self.prompt_length:
@@ -125,9 +130,13 @@ class GemAgentLoop(AgentLoopBase):
                 break
             started = time.perf_counter()
             generated = await self.server_manager.generate(
-                request_id, prompt_ids=list(context), sampling_params={**sampling, "max_tokens": budget}
+                request_id,
+                prompt_ids=list(context),
+                sampling_params={**sampling, "max_tokens": budget},
+                priority=priority,
             )
-            timing["generate_sequences"] += time.perf_counter() - started
+            metrics["generate_sequences"] += time.perf_counter() - started
+            _merge_server_fields(server_fields, metrics, generated)
             ids = [int(t) for t in generated.token_ids[:budget]]
             if not ids:
                 stopped_by = "empty_generation"
@@ -139,11 +148,13 @@ class GemAgentLoop(AgentLoopBase):
             action = builder.add_action(ids, logprobs, finish)
             started = time.perf_counter()
             observation, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
-            timing["tool_calls"] += time.perf_counter() - started
+            metrics["tool_calls"] += time.perf_counter() - started
             builder.add_feedback(str(observation), float(reward), terminated, truncated, info)
-        return builder.finish(stopped_by), prompt_len, timing
+        return builder.finish(stopped_by), prompt_len, metrics, server_fields
 
-    def _output(self, episode: Episode, prompt_len: int, timing: dict[str, float]) -> GemAgentLoopOutput:
+    def _output(
+        self, episode: Episode, prompt_len: int, metrics: dict[str, Any], server_fields: dict[str, Any]
+    ) -> GemAgentLoopOutput:
         if not episode.turns:
             raise ValueError(
                 f"{episode.env_id} (seed {episode.seed}): no room for a single action; raise "
@@ -165,8 +176,9 @@ class GemAgentLoop(AgentLoopBase):
             response_logprobs=None if sequence.logprobs is None else sequence.logprobs[prompt_len:],
             reward_score=episode.total_reward,
             num_turns=2 * episode.num_turns,  # verl counts messages: observations + actions
-            metrics=timing,
+            metrics=metrics,
             extra_fields={
+                **server_fields,
                 "turn_scores": rewards,
                 "reward_extra_info": {"success": float(episode.success), "turns": episode.num_turns},
             },
@@ -184,6 +196,23 @@ class GemAgentLoop(AgentLoopBase):
                 self.tokenizer, system_prompt, template_kwargs=template_kwargs
             )
         return renderer
+
+
+def _merge_server_fields(merged: dict[str, Any], metrics: dict[str, Any], generated: Any) -> None:
+    """Carry the server's per-request fields over turns as verl's ToolAgentLoop does: the weight
+    versions (``min_global_steps`` of the first turn, ``max_global_steps`` of the last; the v1 trainer
+    tags samples with them), summed speculative-decoding counts and preemptions."""
+    fields = dict(generated.extra_fields or {})
+    if not merged:
+        merged.update(fields)
+    else:
+        if fields.get("max_global_steps") is not None:
+            merged["max_global_steps"] = fields["max_global_steps"]
+        for key in SPEC_DECODE_EXTRA_KEYS:
+            if key in fields and key in merged:
+                merged[key] = int(merged[key]) + int(fields[key])
+    if generated.num_preempted is not None:
+        metrics["num_preempted"] = metrics.get("num_preempted", 0) + generated.num_preempted
 
 
 _RENDERERS: dict[tuple[int, str | None, str], ChatRenderer] = {}  # a renderer keeps its tokenizer alive

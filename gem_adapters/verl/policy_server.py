@@ -21,9 +21,12 @@ from gem_adapters.policies.base import Policy, SamplingParams
 
 
 class PolicyServer:
-    def __init__(self, policy: Policy, *, max_tokens: int = 256):
+    """``global_steps`` is the weight version reported with every answer, as verl's servers do."""
+
+    def __init__(self, policy: Policy, *, max_tokens: int = 256, global_steps: int = 0):
         self.policy = policy
         self.max_tokens = max_tokens
+        self.global_steps = global_steps
 
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
@@ -36,6 +39,11 @@ class PolicyServer:
             token_ids=list(generation.token_ids),
             log_probs=list(generation.logprobs or []) if sampling_params.get("logprobs") else None,
             stop_reason="completed",
+            extra_fields={
+                "global_steps": self.global_steps,
+                "min_global_steps": self.global_steps,
+                "max_global_steps": self.global_steps,
+            },
         )
 
 

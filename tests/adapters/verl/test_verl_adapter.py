@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 from importlib import metadata
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,11 +24,6 @@ import hydra
 import torch
 from omegaconf import OmegaConf
 from verl import DataProto
-from verl.experimental.agent_loop.agent_loop import (
-    DictConfigWrap,
-    ToolListWrap,
-    _agent_loop_registry,
-)
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.ray_trainer import apply_kl_penalty, compute_advantage
 from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -47,43 +41,11 @@ from gem_adapters.verl.dataset import AGENT_NAME, task_rows, write_dataset
 from gem_adapters.verl.estimators import mask_runs, register_estimators
 from gem_adapters.verl.policy_server import PolicyServer
 
-REPO = Path(__file__).resolve().parents[3]
-AGENT_YAML = REPO / "examples" / "verl" / "gem_agent_loop.yaml"
+from .helpers import AGENT_YAML, GAMMA, REPO, make_loop, verl_config
+
 ENV_IDS = ["game:GuessTheNumber-v0-easy", "game:Mastermind-v0-easy"]
 SESSIONS = 2  # rollout.n: samples per row (same env id and seed: one GRPO group)
-GAMMA = 0.9
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
-
-
-def verl_config(**rollout):
-    """verl's own default trainer config (the generated, fully resolved ppo_trainer.yaml)."""
-    import verl
-
-    config = OmegaConf.load(Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml")
-    config.data.max_prompt_length = 256
-    config.data.max_response_length = 400
-    config.algorithm.gamma = GAMMA
-    for key, value in rollout.items():
-        OmegaConf.update(config, f"actor_rollout_ref.rollout.{key}", value)
-    return config
-
-
-def make_loop(config, server, tokenizer, **overrides):
-    """What AgentLoopWorker does: read the agent-loop YAML into the registry, hydra-instantiate."""
-    for entry in OmegaConf.load(AGENT_YAML):
-        _agent_loop_registry[entry.name] = entry
-    entry = OmegaConf.merge(_agent_loop_registry[AGENT_NAME], overrides)
-    return hydra.utils.instantiate(
-        config=entry,
-        trainer_config=DictConfigWrap(config=config),
-        server_manager=server,
-        tokenizer=tokenizer,
-        processor=None,
-        hf_model_type=None,
-        dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(config.data),
-        tools=ToolListWrap([]),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +123,8 @@ def test_agent_loop_plays_token_exact_multi_turn_episodes(played, tokenizer, tin
             expected[end - 1] = reward
         assert torch.equal(rm_scores, expected)
         assert output.reward_score == pytest.approx(sum(replayed))
+        # The server's weight versions, which the v1 trainer turns into integer tags.
+        assert output.extra_fields["min_global_steps"] == output.extra_fields["max_global_steps"] == 0
     # Both limits show up: GuessTheNumber ends by itself, Mastermind runs into response_length.
     reasons = {(o.episode.env_id, o.episode.info.get("stopped_by")) for o, _ in outputs}
     assert (ENV_IDS[0], None) in reasons and (ENV_IDS[1], "max_context_tokens") in reasons

