@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import cache
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
@@ -106,23 +107,7 @@ class SudokuEnv(GameEnv):
 
     # ---- playing -------------------------------------------------------------------------------
     def render(self) -> str:
-        n, b = self.size, self.box
-        digit_width = len(str(n))
-
-        def cell(v: int) -> str:
-            return (str(v) if v else ".").rjust(digit_width)
-
-        header_groups = [
-            " ".join(str(c + 1).rjust(digit_width) for c in range(s, s + b)) for s in range(0, n, b)
-        ]
-        rule = "---+" + "+".join("-" * (len(g) + 2) for g in header_groups)
-        lines = ["     " + " | ".join(header_groups), rule]
-        for r in range(n):
-            groups = [" ".join(cell(v) for v in self.board[r][s : s + b]) for s in range(0, n, b)]
-            lines.append(f"{r + 1:>2} | " + " | ".join(groups))
-            if (r + 1) % b == 0 and r + 1 < n:
-                lines.append(rule)
-        return "Board (rows down, columns across):\n" + "\n".join(lines)
+        return _board_template(self.size, self.box).format(*(v or "." for row in self.board for v in row))
 
     def progress(self) -> float:
         if self.num_empty == 0:
@@ -177,6 +162,21 @@ class SudokuEnv(GameEnv):
     def _random_move(self) -> str:
         n = self.size
         return " ".join(str(self.action_rng.randint(1, n)) for _ in range(3))
+
+
+@cache
+def _board_template(n: int, b: int) -> str:
+    """The board drawing with a ``{}`` per cell, row by row: row and column numbers, lines between boxes."""
+    width = len(str(n))
+    header_groups = [" ".join(str(c + 1).rjust(width) for c in range(s, s + b)) for s in range(0, n, b)]
+    rule = "---+" + "+".join("-" * (len(g) + 2) for g in header_groups)
+    lines = ["     " + " | ".join(header_groups), rule]
+    cells = " | ".join([" ".join([f"{{:>{width}}}"] * b)] * (n // b))
+    for r in range(n):
+        lines.append(f"{r + 1:>2} | {cells}")
+        if (r + 1) % b == 0 and r + 1 < n:
+            lines.append(rule)
+    return "Board (rows down, columns across):\n" + "\n".join(lines)
 
 
 def parse_move(move: str) -> tuple[int, int, int] | None:
