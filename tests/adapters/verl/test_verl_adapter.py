@@ -37,7 +37,7 @@ from gem_adapters.advantages import (
 )
 from gem_adapters.policies.transformers_policy import TransformersPolicy
 from gem_adapters.verl.agent_loop import GemAgentLoop
-from gem_adapters.verl.dataset import AGENT_NAME, task_rows, write_dataset
+from gem_adapters.verl.dataset import AGENT_NAME, task_from_row, task_rows, write_dataset
 from gem_adapters.verl.estimators import mask_runs, register_estimators
 from gem_adapters.verl.policy_server import PolicyServer
 
@@ -233,6 +233,29 @@ def test_scalar_reward_on_last_token_is_the_last_turns():
         [[0.25, 0.25, 0, 0, 0.5, 0, 1, 1, 0, 0], [0.25, 0, 0.5, 0.5, 0.5, 0, 0, 0, 0, 0]], dtype=torch.float32
     )
     assert torch.equal(advantages, expected) and torch.equal(returns, expected)
+
+
+def test_env_kwargs_travel_through_the_parquet(tmp_path, tokenizer, tiny_model):
+    rows = task_rows(ENV_IDS[0], 1, first_seed=3, env_kwargs={"max_turns": 2}, system_prompt="Guess.")
+    dataset = RLHFDataset(str(write_dataset(tmp_path / "t.parquet", rows)), tokenizer, verl_config().data)
+    row = dataset[0]
+    assert json.loads(row["extra_info"]["env_kwargs"]) == {"max_turns": 2}
+    assert row["raw_prompt"][0] == {"role": "system", "content": "Guess."}
+    loop = make_loop(
+        verl_config(), PolicyServer(TransformersPolicy(tiny_model, tokenizer, seed=1)), tokenizer
+    )
+    loop.max_new_tokens = 4
+    output = asyncio.run(loop.run(dict(SAMPLING), **row))
+    assert output.episode.num_turns == 2 and output.episode.turns[-1].truncated  # the env's own limit
+    assert output.episode.system_prompt == "Guess."
+    assert output.prompt_ids == tokenizer.apply_chat_template(
+        list(row["raw_prompt"]), add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+
+
+def test_malformed_row_is_named():
+    with pytest.raises(ValueError, match="env_id, seed"):
+        task_from_row({"seed": 1})
 
 
 def test_legacy_trainer_is_refused(tokenizer, tiny_model):
