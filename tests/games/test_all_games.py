@@ -1,6 +1,10 @@
 """check_env over every registered ``game:*`` id, and what every game shares."""
 
+import math
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gem_core
 
@@ -30,3 +34,43 @@ def test_rules_prompt_and_penalties(env_id):
     assert "\\boxed" in obs
     obs, reward, _, _, info = env.step("\\boxed{\x00 certainly not a move \x00}")
     assert reward == pytest.approx(-0.1) and info.get("invalid_move")
+
+
+@pytest.mark.parametrize("env_id", [f"game:{name}-v0-easy" for name in GAMES])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(st.text(max_size=30), min_size=1, max_size=4))
+def test_arbitrary_boxed_moves_never_raise(env_id, texts):
+    env = gem_core.make(env_id)
+    env.reset(seed=0)
+    for text in texts:
+        obs, reward, terminated, truncated, info = env.step(f"\\boxed{{{text}}}")
+        assert isinstance(obs, str) and obs.strip() and math.isfinite(reward)
+        if terminated or truncated:
+            break
+
+
+NASTY_MOVES = [
+    "²",
+    "٣",
+    "Ⅷ",
+    "-1",
+    "1e9",
+    "nan",
+    "9" * 1999,
+    "",
+    "   ",
+    "{}",
+    "{{1}}",
+    "\\boxed{1}",
+    "1/0",
+    "٣ ٣ ٣",
+]
+
+
+@pytest.mark.parametrize("env_id", [f"game:{name}-v0-easy" for name in GAMES])
+def test_nasty_moves_never_raise(env_id):
+    env = gem_core.make(env_id)
+    for move in NASTY_MOVES:
+        env.reset(seed=0)
+        obs, reward, _, _, _ = env.step(f"\\boxed{{{move}}}")
+        assert isinstance(obs, str) and obs.strip() and math.isfinite(reward), move

@@ -113,6 +113,7 @@ def test_moving_a_tile_off_its_home_costs_what_it_earned():
         ("9", "no tile 9"),
         ("0", "no tile 0"),
         ("slide the 3", "not a move"),
+        ("²", "not a move"),  # a digit to str.isdigit, but not a number to int()
     ],
 )
 def test_invalid_moves_are_penalised_and_explained(move, reason):
