@@ -56,8 +56,8 @@ def _step(cell: Cell, direction: str, times: int = 1) -> Cell:
 class SokobanEnv(GameEnv):
     def __init__(self, rows: int = 8, cols: int = 8, num_boxes: int = 4, max_turns: int = 50):
         super().__init__(max_turns)
-        if rows < 4 or cols < 4:
-            raise ValueError("rows and cols must be at least 4 (the outer wall takes two of each)")
+        if rows < 5 or cols < 5:
+            raise ValueError("rows and cols must be at least 5 (the outer wall takes two of each)")
         if not 1 <= num_boxes <= (rows - 2) * (cols - 2) // 3:
             raise ValueError("num_boxes must be at least 1 and leave room to move")
         self.rows, self.cols, self.num_boxes = rows, cols, num_boxes
@@ -70,8 +70,6 @@ class SokobanEnv(GameEnv):
     def _new_game(self) -> str:
         best_score, level = (0, 0), None
         for _ in range(MAX_ROOMS):
-            if level is not None:
-                break
             floor = self._random_room()
             targets = self.rng.sample(sorted(floor), self.num_boxes)
             for _ in range(REVERSE_WALKS):
@@ -80,9 +78,11 @@ class SokobanEnv(GameEnv):
                 score = (off_target, sum(abs(b[0] - t[0]) + abs(b[1] - t[1]) for b, t in zip(boxes, targets)))
                 if off_target and score > best_score:
                     best_score, level = score, (floor, targets, boxes, player)
-        if level is None:
+            if level is not None:
+                break
+        else:
             raise RuntimeError(
-                f"no {self.rows}x{self.cols} level with {self.num_boxes} boxes came out; use a bigger room"
+                f"no {self.rows}x{self.cols} level with {self.num_boxes} boxes came out: use a bigger room"
             )
         floor, targets, boxes, self.player = level
         self.floor, self.targets, self.boxes = frozenset(floor), frozenset(targets), frozenset(boxes)
