@@ -3,10 +3,12 @@
     python benchmarks/vector_backends.py [--num-envs 32] [--step-ms 20] [--steps 10] [--no-ray]
 
 CPU-bound: each step does a fixed amount of pure-Python work, calibrated here to take ``--step-ms``
-on one core (a fixed amount, not a time, so a busy machine shows up as slower steps, not as fake
+of CPU time (a fixed amount, not a time, so a busy machine shows up as slower steps, not as fake
 parallelism). I/O-bound: each step sleeps ``--step-ms``. Every backend steps the same envs with the
 same seeds, taking turns step by step; the table gives the median seconds per batch step, the speed-up
-over sync and the time relative to threads. Processes and Ray use one worker per CPU (their defaults).
+over sync, the time relative to threads, and the CPU cores the envs kept busy (their steps' CPU time
+over wall time: at most 1 in one process; on a shared machine, the share of the CPUs the backend got).
+Processes and Ray use one worker per CPU (their defaults).
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ class BusyEnv(Env):
         return "ready", {}
 
     def step(self, action):
+        start = time.thread_time()
         spin(self.work)
-        return "ok", 0.0, False, False, {}
+        return "ok", 0.0, False, False, {"cpu_s": time.thread_time() - start}
 
     def sample_random_action(self):
         return "x"
@@ -58,23 +61,22 @@ class WaitingEnv(BusyEnv):
 
 
 def calibrate(seconds: float) -> int:
-    """Loop iterations of ``spin`` that take ``seconds`` here (best of a few tries)."""
-    n = 100_000
-    best = min(_timed(spin, n) for _ in range(5))
-    return max(1, int(n * seconds / best))
+    """Loop iterations of ``spin`` that take ``seconds`` of CPU time here (CPU time, not wall time: on
+    a shared machine the wall time of the same work grows with the load)."""
+    n = 200_000
+    start = time.thread_time()
+    for _ in range(5):
+        spin(n)
+    return max(1, int(n * seconds / ((time.thread_time() - start) / 5)))
 
 
-def _timed(fn, *args) -> float:
-    start = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - start
-
-
-def time_backends(names: list[str], env_fn, num_envs: int, steps: int) -> dict[str, float]:
-    """Median seconds per batch step of each backend. The backends take turns step by step, so that
-    the load of a shared machine falls on all of them alike."""
+def time_backends(names: list[str], env_fn, num_envs: int, steps: int) -> dict[str, tuple[float, float]]:
+    """Median seconds per batch step of each backend, and the CPU cores its envs kept busy (CPU time
+    of the steps / wall time). The backends take turns step by step, so that the load of a shared
+    machine falls on all of them alike."""
     vecs = {name: BACKENDS[name]([env_fn] * num_envs) for name in names}
     times: dict[str, list[float]] = {name: [] for name in names}
+    cores: dict[str, list[float]] = {name: [] for name in names}
     try:
         for vec in vecs.values():
             vec.reset(seed=0)
@@ -82,12 +84,14 @@ def time_backends(names: list[str], env_fn, num_envs: int, steps: int) -> dict[s
         for _ in range(steps):
             for name, vec in vecs.items():
                 start = time.perf_counter()
-                vec.step(["x"] * num_envs)
-                times[name].append(time.perf_counter() - start)
+                *_, infos = vec.step(["x"] * num_envs)
+                elapsed = time.perf_counter() - start
+                times[name].append(elapsed)
+                cores[name].append(sum(info.get("cpu_s", 0.0) for info in infos) / elapsed)
     finally:
         for vec in vecs.values():
             vec.close()
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: (statistics.median(times[name]), statistics.median(cores[name])) for name in names}
 
 
 def main() -> None:
@@ -99,29 +103,33 @@ def main() -> None:
     args = parser.parse_args()
 
     names = ["sync", "threads", "processes"]
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if not args.no_ray:
         try:
             import ray
         except ImportError:
             print("Ray is not installed (pip install 'gem-core[ray]'): skipping the Ray backend")
         else:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
             names.append("ray")
 
     work = calibrate(args.step_ms / 1000)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"{args.num_envs} envs, {args.steps} batch steps each, {os.cpu_count()} CPUs, load average {load}")
+    print(f"{args.num_envs} envs, {args.steps} batch steps each, {cpus} CPUs, load average {load}")
     cases = [
         ("CPU-bound", functools.partial(BusyEnv, work)),
         ("I/O-bound", functools.partial(WaitingEnv, args.step_ms / 1000)),
     ]
     for title, env_fn in cases:
-        times = time_backends(names, env_fn, args.num_envs, args.steps)
-        per_step = times["sync"] / args.num_envs * 1000
-        print(f"\n{title}: {args.step_ms:.0f} ms per step asked, {per_step:.1f} ms per step measured by sync")
-        print(f"{'backend':<12}{'s / batch step':>16}{'vs sync':>10}{'time / threads':>16}")
-        for name, t in times.items():
-            print(f"{name:<12}{t:>16.4f}{times['sync'] / t:>9.2f}x{t / times['threads']:>16.2f}")
+        results = time_backends(names, env_fn, args.num_envs, args.steps)
+        sync, threads = results["sync"][0], results["threads"][0]
+        print(
+            f"\n{title}: {args.step_ms:.0f} ms per step, {sync / args.num_envs * 1000:.1f} ms of wall time per step in sync"
+        )
+        print(f"{'backend':<12}{'s / batch step':>16}{'vs sync':>10}{'time / threads':>16}{'cores busy':>12}")
+        for name, (t, busy) in results.items():
+            print(f"{name:<12}{t:>16.4f}{sync / t:>9.2f}x{t / threads:>16.2f}{busy:>12.2f}")
+    print(f"\nload average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if "ray" in names:
         ray.shutdown()
 

@@ -1,12 +1,12 @@
 """ProcessVectorEnv: the envs live in a pool of worker processes, so CPU-bound steps run in parallel.
 
-``num_workers`` processes (default ``min(num_envs, os.cpu_count())``) each own a contiguous slice of
-the envs and run them on a thread per env (see ``gem_core.vector.remote`` for serialisation and fault
-handling). Workers start with ``forkserver`` where the platform has it, else ``spawn``: plain ``fork``
-of a parent that runs threads or torch is unsafe. The fork server (a fresh interpreter, not a copy of
-this one) preloads the worker code. A worker talks to the parent over a pipe: one batch of calls in,
-one reply out. Workers are daemons: they end with the parent, and their envs may start subprocesses
-but not ``multiprocessing`` children.
+``num_workers`` processes (default: one per CPU this process may use, at most one per env) each own a
+contiguous slice of the envs and run them on a thread per env (see ``gem_core.vector.remote`` for
+serialisation and fault handling). Workers start with ``forkserver`` where the platform has it, else
+``spawn``: plain ``fork`` of a parent that runs threads or torch is unsafe. The fork server (a fresh
+interpreter, not a copy of this one) preloads the worker code. A worker talks to the parent over a
+pipe: one batch of calls in, one reply out. Workers are daemons: they end with the parent, and their
+envs may start subprocesses but not ``multiprocessing`` children.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-file on its pipe; a
 worker whose calls overran ``step_timeout`` is killed. Either way it is started anew with fresh envs.
@@ -46,6 +46,8 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
         super().__init__(env_fns, num_workers=num_workers, **kwargs)
 
     def _default_num_workers(self) -> int:
+        if hasattr(os, "sched_getaffinity"):  # the CPUs this process may use (taskset, cpusets)
+            return len(os.sched_getaffinity(0))
         return os.cpu_count() or 1
 
     def _launch(self, w: int) -> None:
