@@ -54,8 +54,18 @@ class Env(Generic[Obs]):
         if seed is not None or getattr(self, "rng", None) is None:
             self.seed = int(seed) if seed is not None else secrets.randbits(63)
             self.rng = random.Random(self.seed)
-            self.action_rng = random.Random(f"action:{self.seed}")
+            self._action_rng = None
         return None, {}  # type: ignore[return-value]
+
+    @property
+    def action_rng(self) -> random.Random:
+        """The generator of ``sample_random_action``, separate from ``rng`` so that sampling actions
+        never changes the episode; seeded from the episode seed on first use."""
+        if getattr(self, "_action_rng", None) is None:
+            if getattr(self, "seed", None) is None:
+                raise RuntimeError("call reset() before sampling actions")
+            self._action_rng = random.Random(f"action:{self.seed}")
+        return self._action_rng
 
     def step(self, action: str) -> StepResult:
         """Apply one action (untrusted model text) and return ``(obs, reward, terminated, truncated, info)``.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 _BOXED = "\\boxed"
+_BRACES = re.compile(r"[{}]")
 
 
 def extract_boxed(text: str) -> str | None:
@@ -13,19 +14,15 @@ def extract_boxed(text: str) -> str | None:
         return None
     start = text.rfind(_BOXED)
     while start != -1:
-        i = start + len(_BOXED)
-        while i < len(text) and text[i] == " ":
-            i += 1
-        if i < len(text) and text[i] == "{":
-            depth, j = 0, i
-            while j < len(text):
-                if text[j] == "{":
-                    depth += 1
-                elif text[j] == "}":
-                    depth -= 1
-                    if depth == 0:
-                        return text[i + 1 : j].strip()
-                j += 1
+        open_ = start + len(_BOXED)
+        while open_ < len(text) and text[open_] == " ":
+            open_ += 1
+        if open_ < len(text) and text[open_] == "{":
+            depth = 0
+            for brace in _BRACES.finditer(text, open_):
+                depth += 1 if brace.group() == "{" else -1
+                if depth == 0:
+                    return text[open_ + 1 : brace.start()].strip()
         start = text.rfind(_BOXED, 0, start)
     return None
 
