@@ -1,9 +1,9 @@
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_cluster():
-    """One local Ray instance for the whole test session (starting one takes seconds)."""
+    """One local Ray instance for a whole test module (starting one takes seconds), then shut down."""
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
     if started:

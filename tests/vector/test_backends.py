@@ -19,7 +19,7 @@ REMOTE = ["processes", "ray"]
 
 @pytest.fixture(params=list(BACKENDS))
 def backend(request):
-    """The backend's name; its vector envs are built with ``request.node.build`` and closed afterwards."""
+    """The backend's name (Ray backends share one local Ray instance)."""
     if request.param == "ray":
         request.getfixturevalue("ray_cluster")
     return request.param
@@ -27,6 +27,7 @@ def backend(request):
 
 @pytest.fixture
 def build(backend):
+    """Builds vector envs of the backend under test, and closes them after the test."""
     made = []
 
     def build(env_fns, **kwargs):
@@ -165,8 +166,7 @@ def test_same_seeds_give_the_same_trajectories_on_every_backend(backend, build):
         assert got == expected
         # Autoresets continue each env's own generators: long runs match the sync backend too.
         vec.autoreset_mode = gem_core.vector.AutoresetMode.NEXT_STEP
-        reference = gem_core.make_vec(env_id, n, backend="sync")
-        assert _run(vec, 20) == _run(reference, 20)
+        assert _run(vec, 20) == _run(gem_core.make_vec(env_id, n, backend="sync"), 20)
     finally:
         vec.close()
 
@@ -186,7 +186,7 @@ def test_hung_env_times_out_and_the_batch_goes_on(backend, build):
     vec.reset(seed=0)
     start = time.perf_counter()
     obs, rew, term, trunc, infos = vec.step({0: "x", 1: "x", 2: "x"})
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 2.5  # the timeout, and the grace a worker gets to report it
     assert "timeout" in infos[1]["error"] and trunc[1] and not term[1]
     assert infos[2]["t"] == 1 and not trunc[2] and infos[3] == {"stepped": False}
     if backend == "threads":
