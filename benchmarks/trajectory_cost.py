@@ -3,8 +3,8 @@ every turn (what the reference GEM does), for episodes of 1, 8, 32 and 128 turns
 
 Both build the token context the policy needs before every turn of a GuessTheNumber-like dialogue with
 the SmolLM2 chat template; the incremental side also finishes the episode (end-of-turn ids and the
-full-render template check). Reported: microseconds per token of the final sequence (the fastest of
-repeated runs, as timeit does, since the machine may be shared), and the incremental cost per token relative to its 1-turn cost (the target: <= 1.5 at 32
+full-render template check). Reported: CPU microseconds per token of the final sequence (process CPU
+time, so that other jobs on a shared machine do not count; the fastest of repeated runs), and the incremental cost per token relative to its 1-turn cost (the target: <= 1.5 at 32
 turns, i.e. linear cost).
 
     python benchmarks/trajectory_cost.py            # writes nothing; copy the table to results/
@@ -54,10 +54,10 @@ def full_reencode(tokenizer, action_text: str, turns: int) -> list[int]:
 def timed(fn, repeats: int) -> tuple[float, list[int]]:
     times, result = [], None
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result  # the least-disturbed run (the machine is shared), as timeit does
+        times.append(time.process_time() - start)
+    return min(times), result
 
 
 def main() -> None:
@@ -74,13 +74,13 @@ def main() -> None:
 
     print(f"# {platform.processor() or platform.machine()}, python {platform.python_version()}")
     print(
-        f"{'turns':>5} {'tokens':>7} {'incremental us/tok':>19} {'re-encode us/tok':>17} {'speed-up':>9} {'vs 1 turn':>10}"
+        f"{'turns':>5} {'tokens':>7} {'incremental cpu-us/tok':>23} {'re-encode cpu-us/tok':>21} {'speed-up':>9} {'vs 1 turn':>10}"
     )
     base, per_token = None, {}
     for turns in args.turns:
-        once = time.perf_counter()
+        once = time.process_time()
         incremental(renderer, action_ids, turns)
-        repeats = max(3, int(args.budget / max(time.perf_counter() - once, 1e-6)))
+        repeats = max(3, int(args.budget / max(time.process_time() - once, 1e-4)))
         t_inc, ids_inc = timed(lambda n=turns: incremental(renderer, action_ids, n), repeats)
         t_full, ids_full = timed(
             lambda n=turns: full_reencode(tokenizer, action_text, n), max(3, repeats // turns)
@@ -90,7 +90,7 @@ def main() -> None:
         base = base or per_inc
         per_token[turns] = per_inc
         print(
-            f"{turns:>5} {len(ids_inc):>7} {per_inc:>19.2f} {per_full:>17.2f} {per_full / per_inc:>8.1f}x"
+            f"{turns:>5} {len(ids_inc):>7} {per_inc:>23.2f} {per_full:>21.2f} {per_full / per_inc:>8.1f}x"
             f" {per_inc / base:>9.2f}x"
         )
     if 1 in per_token and 32 in per_token:
