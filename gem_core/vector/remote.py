@@ -206,16 +206,13 @@ class WorkerPoolVectorEnv(VectorEnv):
                     failed[w] = (hung, f"step exceeded the {timeout}s step timeout")
 
         for w, (culprits, reason) in failed.items():
-            for i in culprits:
-                results[i] = EnvFailure(reason)
             lost = f"lost its episode: its worker was restarted because env(s) {culprits} failed ({reason})"
             for i in self._slices[w]:
-                if i in culprits:
-                    continue
+                why = reason if i in culprits else lost
                 if i in calls:
-                    results[i] = EnvFailure(lost)
-                else:
-                    self._lost[i] = lost
+                    results[i] = EnvFailure(why)
+                if i not in calls or calls[i][0] not in ("step", "reset"):
+                    self._lost[i] = why  # not reported by this call: reported at the env's next step
         if failed:
             self._restart(sorted(failed))
         return results

@@ -224,6 +224,21 @@ def test_crashed_worker_is_detected_and_rebuilt(backend, build):
     assert new_pids[:2] == pids[:2] and new_pids[2] == new_pids[3] != pids[2]
 
 
+@pytest.mark.parametrize("backend", ["processes"], indirect=True)
+def test_episodes_lost_outside_step_are_reported_at_the_next_step(backend, build):
+    fns = [functools.partial(FaultyEnv, length=5)] * 4
+    fns[1] = functools.partial(FaultyEnv, length=5, exit_on_sample=True)
+    vec = build(fns)
+    vec.reset(seed=0)
+    actions = vec.sample_random_actions()  # env 1 kills the worker it shares with env 0
+    assert actions[:2] == ["", ""] and all(a.isdigit() for a in actions[2:])
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    assert all("worker died" in info["error"] for info in infos[:2]) and trunc[:2].all()
+    assert infos[2]["t"] == 1 and infos[3]["t"] == 1
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    assert infos[0]["autoreset"] and infos[1]["autoreset"] and infos[2]["t"] == 2
+
+
 @pytest.mark.parametrize("backend", REMOTE, indirect=True)
 def test_result_that_does_not_pickle_is_reported(backend, build):
     vec = build([functools.partial(FaultyEnv, length=5, unpicklable_on_step=1)] * 2)
