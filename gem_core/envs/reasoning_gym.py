@@ -1,0 +1,230 @@
+"""ReasoningGym: ``rg:<name>`` for each of the procedural datasets of the ``reasoning-gym`` package.
+
+Each episode poses one generated puzzle and scores the answer with the dataset's own
+``score_answer`` (a float in [0, 1]; many datasets give partial credit, e.g. 0.01 for a well-formed
+wrong answer). The answer is read from ``<answer>...</answer>`` (reasoning-gym's convention) or, when
+there is no such tag, from the last ``\\boxed{}`` (the reference GEM's).
+
+| event                                          | reward                         |
+|------------------------------------------------|--------------------------------|
+| answer found                                   | the dataset's score, in [0, 1] |
+| scoring raised or timed out (``info["error"]``)| 0.0                            |
+| no answer tag and no ``\\boxed{}``             | 0.0 (``format_error``)         |
+
+The puzzle of an episode is item ``i`` of ``reasoning_gym.create_dataset(name, size, seed=dataset_seed)``
+with ``i`` drawn from ``self.rng``, so the same seed gives the same puzzle; reasoning-gym generates an
+item from ``dataset_seed + i`` on demand, so a large ``size`` costs nothing (``acre`` builds every item
+up front and gets a smaller default). Generated items are kept (the last 1024 per dataset), because
+``codeio`` runs sample programs whose output is not always repeatable. Across processes, six
+generators (``codeio``, ``isomorphic_strings``, ``knight_swap``, ``polynomial_multiplication``,
+``ransom_note``, ``word_ladder``) also depend on ``PYTHONHASHSEED`` (they iterate over sets).
+Scorers evaluate untrusted text (some with sympy), so scoring runs in a grading worker under
+``grade_timeout`` (``gem_core.envs.grading``).
+
+The ids are registered from ``DATASET_NAMES``, reasoning-gym 0.1.23's registry, so that importing
+gem_core needs no reasoning-gym; a test checks the list against the installed package. Extra keyword
+arguments go to the dataset's config, e.g. ``make("rg:basic_arithmetic", min_terms=4)``. ``rg:composite``
+mixes several datasets (``datasets=[{"name", "weight", "config"}, ...]``; a small default mix).
+
+One scorer is patched: reasoning-gym's ``game_of_life_halting`` compares ``bool(answer)`` with
+``bool(gold)``, so any non-empty answer to a "False" puzzle scored 1.0; here the answer must match the
+gold ``True``/``False`` (case-insensitive).
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import json
+import math
+import threading
+from typing import Any
+
+from gem_core.envs import grading
+from gem_core.envs.dataset import DatasetEnv
+from gem_core.parsing import extract_boxed, extract_tag, preview
+from gem_core.registry import register
+
+INSTRUCTION = "Give your final answer inside <answer></answer> tags."
+DEFAULT_SIZE = 10_000
+SIZES = {"acre": 500}  # acre generates all of its items when the dataset is created
+GRADE_TIMEOUT = 5.0
+MAX_ANSWER_CHARS = 20_000
+COMPOSITE_DEFAULT = [
+    {"name": "basic_arithmetic", "weight": 1.0, "config": {}},
+    {"name": "letter_counting", "weight": 1.0, "config": {}},
+    {"name": "number_sorting", "weight": 1.0, "config": {}},
+]
+
+# reasoning_gym.factory.DATASETS of reasoning-gym 0.1.23
+DATASET_NAMES = (
+    "ab", "acre", "advanced_geometry", "aiw", "arc_1d", "arc_agi", "base_conversion", "basic_arithmetic",
+    "bf", "binary_alternation", "binary_matrix", "bitwise_arithmetic", "boxnet", "caesar_cipher",
+    "calendar_arithmetic", "chain_sum", "circuit_logic", "codeio", "color_cube_rotation",
+    "complex_arithmetic", "composite", "count_bits", "count_primes", "countdown", "course_schedule",
+    "cryptarithm", "decimal_arithmetic", "decimal_chain_sum", "dice", "emoji_mystery",
+    "family_relationships", "figlet_font", "fraction_simplification", "futoshiki", "game_of_life",
+    "game_of_life_halting", "gcd", "graph_color", "group_anagrams", "gsm_symbolic",
+    "intermediate_integration", "isomorphic_strings", "jugs", "kakurasu", "knight_swap", "knights_knaves",
+    "largest_island", "lcm", "leg_counting", "letter_counting", "letter_jumble", "list_functions",
+    "mahjong_puzzle", "manipulate_matrix", "maze", "mini_sudoku", "modulo_grid", "n_queens",
+    "needle_haystack", "number_filtering", "number_format", "number_sequence", "number_sorting",
+    "palindrome_generation", "palindrome_partitioning", "polynomial_equations", "polynomial_multiplication",
+    "pool_matrix", "power_function", "prime_factorization", "products", "propositional_logic", "puzzle24",
+    "quantum_lock", "ransom_note", "rearc", "rectangle_count", "rotate_matrix", "rotten_oranges",
+    "rubiks_cube", "rush_hour", "self_reference", "sentence_reordering", "shortest_path",
+    "simple_equations", "simple_geometry", "simple_integration", "sokoban", "spell_backward",
+    "spiral_matrix", "string_insertion", "string_manipulation", "string_splitting", "string_synthesis",
+    "sudoku", "survo", "syllogism", "time_intervals", "tower_of_hanoi", "tsumego", "word_ladder",
+    "word_sequence_reversal", "word_sorting", "zebra_puzzles",
+)  # fmt: skip
+
+
+class ReasoningGymEnv(DatasetEnv):
+    """Single-turn puzzles from one reasoning-gym dataset, scored by its own ``score_answer``."""
+
+    def __init__(
+        self,
+        name: str,
+        size: int | None = None,
+        dataset_seed: int = 42,
+        instruction: str = INSTRUCTION,
+        grade_timeout: float = GRADE_TIMEOUT,
+        **config: Any,
+    ):
+        if importlib.util.find_spec("reasoning_gym") is None:
+            raise ImportError("rg:* envs need reasoning-gym: pip install 'gem-core[tasks]'")
+        if name == "composite":
+            config.setdefault("datasets", COMPOSITE_DEFAULT)
+        self.name = name
+        self.size = size or SIZES.get(name, DEFAULT_SIZE)
+        self.dataset_seed = dataset_seed
+        self.config_json = json.dumps(config, sort_keys=True)
+        super().__init__(puzzles(name, self.size, dataset_seed, self.config_json))
+        self.instruction = instruction
+        self.grade_timeout = grade_timeout
+
+    def _prompt(self, example: Any) -> str:
+        return f"{example['question']}\n\n{self.instruction}".strip()
+
+    def _grade(self, action: str) -> tuple[float, str, dict[str, Any]]:
+        answer = extract_tag(action, "answer")
+        if answer is None:
+            answer = extract_boxed(action)
+        if not answer:
+            feedback = (
+                "No answer found: give your final answer inside <answer></answer> tags. "
+                f"Your reply was: {preview(action) or '(empty)'}"
+            )
+            return 0.0, feedback, {"format_error": True}
+        if len(answer) > MAX_ANSWER_CHARS:
+            return 0.0, "Your answer is too long to be graded.", {"error": "answer too long"}
+        try:
+            score = grading.call(
+                "gem_core.envs.reasoning_gym:score_in_worker",
+                self.name,
+                self.size,
+                self.dataset_seed,
+                self.config_json,
+                self.example,
+                answer,
+                timeout=self.grade_timeout,
+                warmup=(
+                    "gem_core.envs.reasoning_gym:warm_up_worker",
+                    (self.name, self.size, self.dataset_seed, self.config_json),
+                ),
+            )
+        except grading.GradingError as exc:
+            return 0.0, f"Your answer could not be scored ({exc}); it counts as wrong.", {"error": str(exc)}
+        score = min(max(float(score), 0.0), 1.0) if math.isfinite(score) else 0.0
+        feedback = "Correct." if score >= 1.0 else f"Not fully correct (score {score:.2f})."
+        return score, feedback, {"score": score}
+
+    def _random_answer(self) -> str:
+        return f"<answer>{self.action_rng.randint(0, 100)}</answer>"
+
+
+# ---- datasets and scoring, in this process and in grading workers ---------------------------------
+class _Puzzles:
+    """A reasoning-gym dataset as a sequence that remembers its most recent items.
+
+    A few generators are not repeatable (``codeio``), so item ``i`` is generated once and then served
+    from memory: within a process the same seed always gives the same puzzle.
+    """
+
+    def __init__(self, dataset: Any, memory: int = 1024):
+        self.dataset, self.memory = dataset, memory
+        self.items: collections.OrderedDict[int, dict] = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict:
+        with self.lock:
+            if index in self.items:
+                self.items.move_to_end(index)
+                return self.items[index]
+        item = self.dataset[index]
+        with self.lock:
+            item = self.items.setdefault(index, item)
+            while len(self.items) > self.memory:
+                self.items.popitem(last=False)
+        return item
+
+
+_DATASETS: dict[tuple[str, int, int, str], Any] = {}
+_DATASETS_LOCK = threading.Lock()
+
+
+_PUZZLES: dict[tuple[str, int, int, str], _Puzzles] = {}
+
+
+def puzzles(name: str, size: int, seed: int, config_json: str) -> _Puzzles:
+    """The puzzles of a dataset, shared by every env of this process made with the same arguments."""
+    key = (name, size, seed, config_json)
+    if key not in _PUZZLES:
+        _PUZZLES.setdefault(key, _Puzzles(dataset(*key)))  # setdefault: a racing thread's copy loses
+    return _PUZZLES[key]
+
+
+def dataset(name: str, size: int, seed: int, config_json: str) -> Any:
+    """The reasoning-gym dataset (a lazy sequence of puzzles), built once per process and arguments."""
+    key = (name, size, seed, config_json)
+    with _DATASETS_LOCK:
+        if key not in _DATASETS:
+            import reasoning_gym
+
+            config = json.loads(config_json)
+            if name == "composite":
+                from reasoning_gym.composite import DatasetSpec
+
+                config["datasets"] = [DatasetSpec(**spec) for spec in config["datasets"]]
+            _DATASETS[key] = reasoning_gym.create_dataset(name, size=size, seed=seed, **config)
+        return _DATASETS[key]
+
+
+def warm_up_worker(name: str, size: int, seed: int, config_json: str) -> bool:
+    dataset(name, size, seed, config_json)
+    return True
+
+
+def score_in_worker(name: str, size: int, seed: int, config_json: str, entry: dict, answer: str) -> float:
+    """Runs in a grading worker: the dataset's own score for ``answer`` (patched where it is broken)."""
+    if name == "game_of_life_halting":
+        return float(answer.strip().lower() == str(entry["answer"]).strip().lower())
+    return float(dataset(name, size, seed, config_json).score_answer(answer, entry))
+
+
+def _register() -> None:
+    for name in DATASET_NAMES:
+        register(
+            f"rg:{name}",
+            "gem_core.envs.reasoning_gym:ReasoningGymEnv",
+            description=f"reasoning-gym's {name}",
+            multi_turn=False,
+            name=name,
+        )
+
+
+_register()
