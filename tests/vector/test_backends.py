@@ -2,6 +2,7 @@
 
 import functools
 import os
+import signal
 import sys
 import time
 
@@ -237,6 +238,18 @@ def test_episodes_lost_outside_step_are_reported_at_the_next_step(backend, build
     assert infos[2]["t"] == 1 and infos[3]["t"] == 1
     obs, rew, term, trunc, infos = vec.step(["x"] * 4)
     assert infos[0]["autoreset"] and infos[1]["autoreset"] and infos[2]["t"] == 2
+
+
+@pytest.mark.parametrize("backend", ["processes"], indirect=True)
+def test_worker_killed_between_steps_is_detected(backend, build):
+    vec = build([functools.partial(FaultyEnv, length=5)] * 4)
+    vec.reset(seed=0)
+    os.kill(vec.get_attr("pid")[3], signal.SIGKILL)  # as the OOM killer would
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    assert all("killed by SIGKILL" in info["error"] for info in infos[2:]) and trunc[2:].all()
+    assert infos[0]["t"] == 1 and infos[1]["t"] == 1
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    assert infos[2]["autoreset"] and infos[3]["autoreset"]
 
 
 @pytest.mark.parametrize("backend", REMOTE, indirect=True)
