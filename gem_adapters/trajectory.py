@@ -13,7 +13,9 @@ between an action and the next generation are the suffix of a short fixed probe 
 assistant turn, the user turn and the generation prompt. Each turn costs time proportional to its own
 length, so an episode costs time linear in its length (re-rendering the whole history every turn, as
 the reference GEM does, is quadratic). Templates that inject a default system prompt or need one
-are handled by the probe, which starts the way a real conversation does.
+are handled by the probe, which starts the way a real conversation does. When the template inserts
+user text verbatim (checked at construction on awkward samples), the probe is rendered once and split
+around the observation, so a turn costs one tokenizer call and no template render at all.
 
 End of turn: a policy stops on ``renderer.stop_token_ids`` (the template's end-of-turn token) and
 that token stays in ``action_ids`` with mask 1: the model learnt to end its turn. When the model is

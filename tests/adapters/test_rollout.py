@@ -89,6 +89,19 @@ def test_limits(tokenizer, renderer):
             assert episode.info["stopped_by"] == "max_context_tokens"
     assert any(e.info.get("stopped_by") == "max_context_tokens" for e in episodes)
 
+    # A first prompt that does not fit: episodes without turns, which every layout still handles.
+    episodes = rollout(
+        ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=2, seeds=0, max_context_tokens=20
+    )
+    assert [(e.num_turns, e.info["stopped_by"]) for e in episodes] == [(0, "max_context_tokens")] * 2
+    assert episodes[0].to_sequence().token_ids == [] and episodes[0].to_turn_samples() == []
+    assert [
+        len(a)
+        for a in advantages_for_episodes(
+            "rebn", [*episodes, *rollout(ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=1)]
+        )
+    ][:2] == [0, 0]
+
 
 def test_rollout_on_a_given_vector_env(tokenizer, renderer):
     vec = gem_core.make_vec(ENV_ID, 3, asynchronous=True, autoreset_mode="disabled")
