@@ -69,6 +69,10 @@ def rollout(
         while driver.active:
             for params, indices in driver.next_requests().items():
                 generations = driver.policy.generate([driver.builders[i].context() for i in indices], params)
+                if len(generations) != len(indices):
+                    raise RuntimeError(
+                        f"the policy returned {len(generations)} generations for {len(indices)} prompts"
+                    )
                 actions = {i: driver.act(i, g) for i, g in zip(indices, generations)}
                 results = driver.vec.step(actions)
                 for i in actions:

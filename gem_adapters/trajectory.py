@@ -350,7 +350,12 @@ class EpisodeBuilder:
         if self._prompt_ids is None:
             if self.episode.turns:
                 text = self.renderer.continuation_text(self._observation)
-                self._prompt_ids = self.renderer.encode(text)[self._closed :]
+                ids = self.renderer.encode(text)
+                if ids[: self._closed] != self.renderer.closing_ids[: self._closed]:
+                    raise RuntimeError(
+                        "the template's end of turn tokenises differently before this observation"
+                    )
+                self._prompt_ids = ids[self._closed :]
             else:
                 text = self.renderer.first_prompt_text(self._observation)
                 self._prompt_ids = self.renderer.encode(text)
