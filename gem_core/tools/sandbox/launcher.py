@@ -5,7 +5,9 @@ Modes, strongest first (``detect_mode`` picks the first that works here):
 ``bwrap``    bubblewrap (Debian package ``bubblewrap``): fresh mount, PID, network, IPC, UTS and cgroup
              namespaces. The file system holds only read-only binds of ``/usr`` (and its ``/bin``,
              ``/lib`` links) and the Python installation, a private ``/proc`` and ``/dev``, and a small
-             tmpfs at ``/tmp`` for the calls' working directories; no home, no project, no ``/etc``.
+             tmpfs at ``/tmp`` for the calls' working directories (and, when the pool asks for one, a
+             second size-limited tmpfs at ``/workspace`` that outlives calls); no home, no project,
+             no ``/etc``.
              The environment is cleared; the sandbox dies with its parent. Run as root, bwrap keeps
              only the capabilities the template needs to drop each call to an unprivileged uid.
 ``unshare``  util-linux ``unshare``: fresh PID, network, IPC, UTS and mount namespaces, but the host
@@ -58,7 +60,7 @@ def python_roots() -> list[str]:
     return [r for r in kept if r not in ("/", "/usr")]
 
 
-def bwrap_command(config: dict, tmpfs_mb: int) -> list[str]:
+def bwrap_command(config: dict, tmpfs_mb: int, workspace_mb: int = 0) -> list[str]:
     cmd = [
         "bwrap",
         "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
@@ -89,9 +91,10 @@ def bwrap_command(config: dict, tmpfs_mb: int) -> list[str]:
         "--proc", "/proc",
         "--dev", "/dev",
         "--size", str(tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
-        "--remount-ro", "/",
-        "--chdir", "/tmp",
     ]  # fmt: skip
+    if config.get("workspace"):
+        cmd += ["--size", str(workspace_mb * 1024 * 1024), "--tmpfs", config["workspace"]]
+    cmd += ["--remount-ro", "/", "--chdir", "/tmp"]
     return [*cmd, python_executable(), "-I", "-B", SANDBOX_TEMPLATE, json.dumps(config)]
 
 
@@ -106,10 +109,10 @@ def plain_command(config: dict) -> list[str]:
     return [python_executable(), "-I", "-B", str(TEMPLATE), json.dumps(config)]
 
 
-def command(mode: str, config: dict, tmpfs_mb: int = 64) -> list[str]:
+def command(mode: str, config: dict, tmpfs_mb: int = 64, workspace_mb: int = 0) -> list[str]:
     """The command line that starts one template process in ``mode``."""
     if mode == "bwrap":
-        return bwrap_command(config, tmpfs_mb)
+        return bwrap_command(config, tmpfs_mb, workspace_mb)
     if mode == "unshare":
         return unshare_command(config)
     if mode == "none":

@@ -141,6 +141,11 @@ class SandboxPool:
     ``mode`` is ``"auto"`` (the strongest that works, see ``launcher``) or one of ``bwrap``, ``unshare``,
     ``none``. ``preload`` names modules imported once in the template, so calls importing them are
     instant (e.g. ``("numpy", "sympy")``). ``seccomp`` adds the syscall filter where supported.
+
+    ``workspace_mb`` > 0 gives the (single) worker a persistent working directory, ``self.workspace``:
+    every call starts there and the files it leaves are seen by the next call, until the pool closes
+    or its worker is replaced. Under bubblewrap it is a tmpfs of that size at ``/workspace``; in the
+    weak modes a host directory (not size-limited).
     """
 
     def __init__(
@@ -151,9 +156,14 @@ class SandboxPool:
         preload: tuple[str, ...] = (),
         seccomp: bool = True,
         tmpfs_mb: int = 64,
+        workspace_mb: int = 0,
     ):
         if size < 1:
             raise ValueError("size must be at least 1")
+        if workspace_mb > 0 and size != 1:
+            raise ValueError(
+                "a pool with a workspace has exactly one worker (the workspace is that worker's)"
+            )
         self.limits = limits or SandboxLimits()
         if mode == "auto":
             mode = launcher.detect_mode()
@@ -167,6 +177,12 @@ class SandboxPool:
         self._host_dir = None if mode == "bwrap" else tempfile.mkdtemp(prefix="gem-sandbox-")
         if self._host_dir is not None:
             os.chmod(self._host_dir, 0o711)
+        self._workspace_mb = workspace_mb
+        self.workspace: str | None = None
+        if workspace_mb > 0:
+            self.workspace = (
+                "/workspace" if self._host_dir is None else os.path.join(self._host_dir, "workspace")
+            )
         # Each worker drops its calls to a uid of its own, so process counts never mix between workers.
         self._uid_base = 200_000 + (os.getpid() % 30_000) * 64
         self._lock = threading.Lock()
@@ -185,8 +201,9 @@ class SandboxPool:
             "work_root": work_root,
             "preload": list(self._preload),
             "seccomp": self._seccomp,
+            "workspace": self.workspace,
         }
-        return _Worker(launcher.command(self.mode, config, self._tmpfs_mb))
+        return _Worker(launcher.command(self.mode, config, self._tmpfs_mb, self._workspace_mb))
 
     def _replace(self, slot: int) -> None:
         self._workers[slot].kill()

@@ -22,6 +22,10 @@ child for the next call is forked in advance and, before it ever sees untrusted 
 The template enforces the wall-clock limit and the output cap, answers the host, then kills every
 process of the call (``kill(-1)`` from a helper running as the call's uid when the call could
 fork), reaps them as a child subreaper, wipes the working directory and forks the next child.
+
+With a ``workspace`` in the config (opt-in, e.g. a terminal's working directory) every call starts
+in that one directory instead, owned by the calls' uid: its files outlive the call (processes never
+do), while each call still gets a private scratch directory as ``TMPDIR``.
 """
 
 from __future__ import annotations
@@ -180,7 +184,8 @@ def run_child(
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         close_other_fds(keep=(host_r, start_w, status_w))
-        os.chdir(workdir)
+        cwd = config.get("workspace") or workdir
+        os.chdir(cwd)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
         if config["drop_uid"] is not None:
@@ -191,7 +196,7 @@ def run_child(
         if config["seccomp"] and not config["seccomp"]():
             raise RuntimeError("could not install the seccomp filter")
         os.environ.clear()
-        os.environ.update(CHILD_ENV, HOME=workdir, TMPDIR=workdir, PWD=workdir)
+        os.environ.update(CHILD_ENV, HOME=cwd, TMPDIR=workdir, PWD=cwd)
         sys.argv = [SOURCE_NAME]
     except BaseException as exc:  # the sandbox could not be set up: never run any code
         os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
@@ -416,6 +421,11 @@ def serve() -> None:
         # No privilege to switch uid, or another uid could not read the interpreter (a host Python
         # under /root in the weak modes): the calls keep the sandbox's own uid.
         config["drop_uid"] = None
+    if config.get("workspace"):
+        os.makedirs(config["workspace"], exist_ok=True)
+        os.chmod(config["workspace"], 0o700)
+        if config["drop_uid"] is not None:
+            os.chown(config["workspace"], config["drop_uid"], config["drop_uid"])
     preloaded = []
     for name in config["preload"]:
         try:
