@@ -133,7 +133,10 @@ class _Pool:
             with self.lock:
                 worker = self.idle.pop() if self.idle else None
             if worker is None or not worker.alive():
-                worker = _Worker()
+                try:
+                    worker = _Worker()
+                except OSError as exc:  # e.g. out of processes or memory
+                    raise GradingError(f"could not start a grading worker: {exc}") from exc
             try:
                 if warmup is not None:
                     key = repr(warmup)

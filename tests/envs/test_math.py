@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import gem_core
+from gem_core.envs import grading
 from gem_core.envs.dataset import DATA_DIR, DatasetUnavailableError
 from gem_core.envs.math import HUB_SETS, MathEnv, grade_answer
 
@@ -79,6 +80,17 @@ def test_grading_works_in_worker_threads(half_env):
     with cf.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda e: e.step("\\boxed{0.5}"), envs))
     assert [r[1] for r in results] == [1.0] * 4
+
+
+def test_grading_workers_survive_prints_errors_and_timeouts():
+    assert grading.call("builtins:print", "noise on the worker's stdout", timeout=30) is None
+    with pytest.raises(grading.GradingError, match="math domain error"):
+        grading.call("math:sqrt", -1.0, timeout=30)
+    start = time.monotonic()
+    with pytest.raises(grading.GradingTimeout):
+        grading.call("time:sleep", 30, timeout=0.5)
+    assert time.monotonic() - start < 1.0
+    assert grading.call("math:sqrt", 16.0, timeout=30) == 4.0
 
 
 def test_grade_answer_never_raises_on_junk():
