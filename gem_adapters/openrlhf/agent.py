@@ -81,8 +81,8 @@ class GemEnvInstance(AgentInstanceBase):
             self.env.step, states["action_text"]
         )
         return {
-            "rewards": torch.tensor(float(reward)),
-            "scores": torch.tensor(float(reward)),
+            "rewards": torch.tensor(float(reward), dtype=torch.float64),
+            "scores": torch.tensor(float(reward), dtype=torch.float64),
             "environment_feedback": str(observation),
             "done": bool(terminated or truncated),
             "terminated": bool(terminated),
