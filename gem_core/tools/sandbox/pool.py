@@ -183,8 +183,9 @@ class SandboxPool:
             self.workspace = (
                 "/workspace" if self._host_dir is None else os.path.join(self._host_dir, "workspace")
             )
-        # Each worker drops its calls to a uid of its own, so process counts never mix between workers.
-        self._uid_base = 200_000 + (os.getpid() % 30_000) * 64
+        # Each worker drops its calls to a uid of its own, so process counts never mix between workers
+        # (nor between pools of this process: each pool takes the next block of its process's range).
+        self._uid_base = _allocate_uids(size)
         self._lock = threading.Lock()
         self._closed = False
         self._idle: queue.LifoQueue[int] = queue.LifoQueue()
@@ -272,6 +273,22 @@ class SandboxPool:
 
 
 _LIVE_POOLS: set[SandboxPool] = set()
+UIDS_PER_PROCESS = 65_536
+_uid_next = 0
+_uid_lock = threading.Lock()
+
+
+def _allocate_uids(count: int) -> int:
+    """The first of ``count`` consecutive uids for a new pool: this process's range (by pid) is split
+    into blocks handed out in turn, wrapping around after ``UIDS_PER_PROCESS``."""
+    global _uid_next
+    with _uid_lock:
+        if _uid_next + count > UIDS_PER_PROCESS:
+            _uid_next = 0
+        offset, _uid_next = _uid_next, _uid_next + count
+    return 200_000 + (os.getpid() % 60_000) * UIDS_PER_PROCESS + offset
+
+
 _SHARED: dict[tuple, SandboxPool] = {}
 _SHARED_LOCK = threading.Lock()
 
