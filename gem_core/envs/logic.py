@@ -356,9 +356,9 @@ class LogicEnv(DatasetEnv):
             return 0.0, feedback, {"format_error": True}
         correct = label == self.example["answer"]
         info = {"correct": correct, "depth": self.example["depth"]}
-        return (
-            (1.0, "Correct.", info) if correct else (0.0, f"Incorrect: the statement is not {label}.", info)
-        )
+        if correct:
+            return 1.0, "Correct.", info
+        return 0.0, f"Incorrect: the statement is not {label}.", info
 
     def _random_answer(self) -> str:
         return f"\\boxed{{{self.action_rng.choice(self.labels)}}}"

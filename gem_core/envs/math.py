@@ -81,11 +81,9 @@ class MathEnv(DatasetEnv):
         if error:
             info["error"] = error
             return 0.0, f"Your answer could not be graded ({error}); it counts as wrong.", info
-        return (
-            (1.0, "Correct.", info)
-            if correct
-            else (0.0, f"Incorrect: {preview(answer)} is not the answer.", info)
-        )
+        if correct:
+            return 1.0, "Correct.", info
+        return 0.0, f"Incorrect: {preview(answer)} is not the answer.", info
 
     def _random_answer(self) -> str:
         other = self.examples[self.action_rng.randrange(len(self.examples))]
@@ -97,8 +95,8 @@ def grade_answer(
 ) -> tuple[bool, str | None]:
     """Is ``answer`` (the content of a ``\\boxed{}``) equivalent to one of ``references``? ``(correct, error)``.
 
-    Never raises and returns within about ``timeout`` seconds: a timeout or a failure inside
-    math-verify gives ``(False, message)``.
+    Never raises, and returns within about ``timeout`` seconds (plus a few seconds to start a grading
+    worker the first time): a timeout or a failure inside math-verify gives ``(False, message)``.
     """
     if _plain(answer) in {_plain(r) for r in references}:
         return True, None
