@@ -14,9 +14,9 @@ Oat (oat-llm 0.2.4) runs as a Launchpad program of actors (a vLLM engine each) a
   ``rollout_batch_size_per_device`` and fills the buffer as Oat does. Oat's PPO step then trains on
   them with ``whiten_adv=False`` (the advantages are already normalised).
 
-Oat's learner loop is driven by a prompt dataset and evaluates on one; here the loop runs on a
-placeholder dataset of empty prompts (the actors ignore prompts) and evaluation plays GEM episodes
-with the eval sampling settings on fixed seeds.
+Oat's learner loop is driven by a prompt dataset and evaluates on one; here the loop runs on
+``max_train`` placeholder prompts, one per training turn (the actors ignore prompts), and evaluation
+plays GEM episodes with the eval sampling settings on fixed seeds.
 
 Needs Python 3.10, a GPU, and Oat's own dependencies (vLLM 0.8.4, Launchpad, DeepSpeed, dm-tree,
 tyro); none of them import on the CPU CI, so this module is not imported by the tests, whose
@@ -178,7 +178,9 @@ class GEMLearner(PPOMultiTurnLearner):
         self.subsample_rng = np.random.default_rng(args.seed + self.strategy.get_rank())
 
     def prepare_data(self, strategy: Any, tokenizer: Any) -> None:
-        self.prompts_dataset = PromptPlaceholders(int(1e9))  # the run ends at max_train turns
+        # One placeholder per training turn: the loop takes rollout_batch_size_per_device at a time (one
+        # actor step, subsampled to that many turns), and Oat sizes its LR schedule from this length.
+        self.prompts_dataset = PromptPlaceholders(strategy.args.max_train)
         self.eval_prompts_dataset = PromptPlaceholders(1)
         self.prompts_dataloader = strategy.setup_dataloader(
             self.prompts_dataset, strategy.args.rollout_batch_size_per_device, shuffle=False
