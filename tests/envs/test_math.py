@@ -66,10 +66,10 @@ def test_pathological_answers_return_zero_within_the_timeout(half_env):
         _, reward, _, _, info = answer(half_env, text)
         elapsed = time.monotonic() - start
         assert reward == 0.0 and "longer than 1s" in info["error"]
-        assert elapsed < 1.0 + 0.5, elapsed
+        assert elapsed < 1.0 + 1.0, elapsed  # the timeout, and slack for a loaded machine
     start = time.monotonic()
     _, reward, _, _, info = answer(half_env, "1+" * 50_000 + "1")
-    assert reward == 0.0 and "longer than" in info["error"] and time.monotonic() - start < 0.5
+    assert reward == 0.0 and "longer than" in info["error"] and time.monotonic() - start < 1.0
     half_env.grade_timeout = 5.0
     assert answer(half_env, "\\dfrac12")[1] == 1.0  # the killed worker was replaced
 
@@ -89,7 +89,7 @@ def test_grading_workers_survive_prints_errors_and_timeouts():
     start = time.monotonic()
     with pytest.raises(grading.GradingTimeout):
         grading.call("time:sleep", 30, timeout=0.5)
-    assert time.monotonic() - start < 1.0
+    assert time.monotonic() - start < 0.5 + 1.0
     assert grading.call("math:sqrt", 16.0, timeout=30) == 4.0
 
 

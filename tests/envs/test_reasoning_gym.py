@@ -95,7 +95,7 @@ def test_pathological_answer_times_out_with_zero_reward():
     start = time.monotonic()
     _, reward, terminated, _, info = env.step("<answer>9**9**9**9</answer>")
     assert reward == 0.0 and terminated and "longer than 1s" in info["error"]
-    assert time.monotonic() - start < 1.5
+    assert time.monotonic() - start < 1.0 + 1.0
 
 
 def test_spawn_same_state_shares_the_puzzle_and_config_reaches_the_dataset():
