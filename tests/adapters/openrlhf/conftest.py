@@ -26,7 +26,13 @@ def openrlhf_sampling_params():
     from gem_adapters.openrlhf.engine import EngineSamplingParams
 
     return EngineSamplingParams(
-        max_tokens=TURN_CAP, temperature=1.0, top_p=1.0, top_k=-1, min_tokens=1, skip_special_tokens=False, logprobs=1
+        max_tokens=TURN_CAP,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=-1,
+        min_tokens=1,
+        skip_special_tokens=False,
+        logprobs=1,
     )
 
 

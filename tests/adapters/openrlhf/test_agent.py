@@ -98,7 +98,9 @@ def test_logprobs_are_the_models_on_generated_ids(played, tiny_model):
         scored = logp.gather(1, ids[0, 1:, None])[:, 0]
         got = torch.tensor(output["rollout_log_probs"][1:], dtype=torch.float64)
         for start, end in output["action_ranges"]:
-            torch.testing.assert_close(got[start - 1 : end - 1], scored[start - 1 : end - 1], atol=2e-4, rtol=0)
+            torch.testing.assert_close(
+                got[start - 1 : end - 1], scored[start - 1 : end - 1], atol=2e-4, rtol=0
+            )
 
 
 def test_openrlhf_turns_outputs_into_experiences(played, tokenizer):
@@ -128,7 +130,9 @@ def test_label_limits_turns_and_per_turn_rewards_need_the_estimator(tokenizer, t
     params = EngineSamplingParams(max_tokens=4, skip_special_tokens=False)  # no logprobs
     output = asyncio.run(executor.execute(row["prompt"], row["label"], params, 300, tokenizer, engine))
     episode = output["episode"]
-    assert episode.num_turns == 2 and episode.info["stopped_by"] == "max_turns" and episode.turns[-1].truncated
+    assert (
+        episode.num_turns == 2 and episode.info["stopped_by"] == "max_turns" and episode.turns[-1].truncated
+    )
     assert TURN_REWARDS not in output["extra_logs"] and output["rollout_log_probs"] is None
     assert params.max_tokens == 4 and params.stop_token_ids is None  # the caller's params are untouched
 
@@ -144,9 +148,11 @@ def test_label_limits_turns_and_per_turn_rewards_need_the_estimator(tokenizer, t
 def test_first_prompt_longer_than_max_len_is_refused(tokenizer, tiny_model):
     (row,) = task_rows("game:Mastermind-v0-easy", 1)
     engine = PolicyEngine(TransformersPolicy(tiny_model, tokenizer), tokenizer)
-    with pytest.raises(ValueError, match="data.max_len"):
+    with pytest.raises(ValueError, match=r"--data\.max_len"):
         asyncio.run(
-            GemAgentExecutor().execute(row["prompt"], row["label"], openrlhf_sampling_params(), 40, tokenizer, engine)
+            GemAgentExecutor().execute(
+                row["prompt"], row["label"], openrlhf_sampling_params(), 40, tokenizer, engine
+            )
         )
 
 
