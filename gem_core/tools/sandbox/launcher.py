@@ -4,10 +4,11 @@ Modes, strongest first (``detect_mode`` picks the first that works here):
 
 ``bwrap``    bubblewrap (Debian package ``bubblewrap``): fresh mount, PID, network, IPC, UTS and cgroup
              namespaces. The file system holds only read-only binds of ``/usr`` (and its ``/bin``,
-             ``/lib`` links) and the Python installation, a private ``/proc`` and ``/dev``, and a small
+             ``/lib`` links), ``/etc/alternatives`` (the targets of Debian's ``awk``, ``which``, ...
+             links) and the Python installation, a private ``/proc`` and ``/dev``, and a small
              tmpfs at ``/tmp`` for the calls' working directories (and, when the pool asks for one, a
              second size-limited tmpfs at ``/workspace`` that outlives calls); no home, no project,
-             no ``/etc``.
+             nothing else of ``/etc``.
              The environment is cleared; the sandbox dies with its parent. Run as root, bwrap keeps
              only the capabilities the template needs to drop each call to an unprivileged uid.
 ``unshare``  util-linux ``unshare``: fresh PID, network, IPC, UTS and mount namespaces, but the host
@@ -77,6 +78,8 @@ def bwrap_command(config: dict, tmpfs_mb: int, workspace_mb: int = 0) -> list[st
             cmd += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             cmd += ["--ro-bind", top, top]
+    # Debian's /usr/bin/awk, which, ... are links through /etc/alternatives (links only, nothing secret).
+    cmd += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
     made: set[str] = set()
     for root in python_roots():
         # bwrap would create the missing parents (e.g. /root for a pyenv Python) private to root;

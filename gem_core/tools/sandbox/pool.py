@@ -253,6 +253,11 @@ class SandboxPool:
             return ExecResult(error=f"sandbox error: {reply['error']}")
         return ExecResult(**reply)
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` ran (or this is a forked copy of another process's pool)."""
+        return self._closed
+
     def close(self) -> None:
         """End every worker (safe to call twice; in a forked child it leaves the parent's alone)."""
         with self._lock:

@@ -1,0 +1,237 @@
+"""Where a terminal task's commands run: the ``TerminalBackend`` interface and ``SandboxBackend``.
+
+A backend owns one workspace directory, reused episode after episode:
+
+``start(files)``             empty the workspace and write the task's files; returns the workspace path
+``run(command, timeout)``    run ``bash -c command`` in the workspace: an ``ExecResult`` (stdout, stderr,
+                             exit code, time-out, truncation, or ``error`` when the backend failed)
+``run_python(code, stdin)``  run a Python script in the workspace (how checks read files and run commands)
+``snapshot()``               the workspace as a tar archive (bytes); ``restore(archive)`` puts one back
+``close()``                  release the workspace
+
+``SandboxBackend`` runs everything in ``gem_core.tools.sandbox`` (bubblewrap, seccomp, an unprivileged
+uid, resource limits) with the pool's persistent workspace: a size-limited tmpfs at ``/workspace``
+that nothing outside the sandbox can see. Files persist from command to command; processes,
+shell variables and ``cd`` do not (every command is a fresh ``bash`` in the workspace, and whatever
+it leaves running is killed when it returns). The backend never reads the workspace itself: even
+snapshots are made inside the sandbox, so the agent's files (symlinks, FIFOs, huge files) cannot
+reach the host. A container backend (Docker, podman) would implement the same methods with
+``exec`` into a container.
+
+Starting a sandbox takes ~0.3 s, so backends that are closed (or garbage-collected) hand their
+sandbox back to a small per-process cache, and the next backend with the same limits reuses it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import weakref
+
+from gem_core.tools.sandbox import ExecResult, SandboxLimits, SandboxPool
+
+MAX_COMMAND_CHARS = 20_000
+SETUP_MTIME = 1_704_067_200  # 2024-01-01 UTC: task files look the same in every episode (`ls -l`)
+
+
+class TerminalBackend:
+    """A workspace and a shell to run commands in; see the module docstring."""
+
+    def start(self, files: dict[str, str]) -> str:
+        raise NotImplementedError
+
+    def run(self, command: str, timeout: float | None = None) -> ExecResult:
+        raise NotImplementedError
+
+    def run_python(self, code: str, stdin: str = "", timeout: float | None = None) -> ExecResult:
+        raise NotImplementedError
+
+    def snapshot(self) -> bytes:
+        raise NotImplementedError
+
+    def restore(self, archive: bytes) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the workspace. Safe to call twice."""
+
+
+# Scripts run inside the workspace, as the agent's uid. The agent may have locked files or
+# directories (chmod 000); it owns them all, so these scripts may open them up again.
+_WIPE = """
+import os, shutil, stat
+def wipe():
+    os.chmod(".", 0o700)
+    for root, dirs, _ in os.walk("."):  # top-down: a directory is opened up before it is listed
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | 0o700)
+    for name in os.listdir("."):
+        if os.path.isdir(name) and not os.path.islink(name):
+            shutil.rmtree(name)
+        else:
+            os.unlink(name)
+"""
+
+_START = (
+    _WIPE
+    + """
+import json, sys
+wipe()
+spec = json.load(sys.stdin)
+for path, content in spec["files"].items():
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(content)
+for root, dirs, files in os.walk("."):
+    for name in dirs + files:
+        os.utime(os.path.join(root, name), (spec["mtime"], spec["mtime"]))
+"""
+)
+
+_SNAPSHOT = """
+import base64, io, os, stat, sys, tarfile
+locked = {}  # opened up for tar, recorded with their own modes, then locked again
+os.chmod(".", 0o700)
+for root, dirs, files in os.walk("."):
+    for name in dirs + files:
+        path = os.path.join(root, name)
+        mode = os.lstat(path).st_mode
+        need = 0o700 if stat.S_ISDIR(mode) else 0o400 if stat.S_ISREG(mode) else 0
+        if mode & need != need:
+            locked[path] = stat.S_IMODE(mode)
+            os.chmod(path, stat.S_IMODE(mode) | need)
+def own_mode(info):
+    info.mode = locked.get("./" + info.name, info.mode)
+    return info
+buffer = io.BytesIO()
+with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    for name in sorted(os.listdir(".")):
+        tar.add(name, filter=own_mode)
+for path in sorted(locked, key=len, reverse=True):  # children before their directories
+    os.chmod(path, locked[path])
+sys.stdout.write(base64.b64encode(buffer.getvalue()).decode())
+"""
+
+_RESTORE = (
+    _WIPE
+    + """
+import base64, io, sys, tarfile
+wipe()
+with tarfile.open(fileobj=io.BytesIO(base64.b64decode(sys.stdin.read())), mode="r") as tar:
+    if hasattr(tarfile, "tar_filter"):
+        tar.extractall(".", filter="tar")
+    else:  # a Python without extraction filters (< 3.10.12); it runs inside the sandbox all the same
+        tar.extractall(".")
+"""
+)
+
+
+class SandboxBackend(TerminalBackend):
+    """Commands run in a ``SandboxPool`` worker with a persistent workspace (see the module docstring).
+
+    ``limits`` bound each command (default: 10 s, 256 MB per process, 16 processes, 64 KB of output,
+    16 MB per file); ``workspace_mb`` bounds the workspace; ``mode`` is the sandbox mode.
+    """
+
+    def __init__(self, limits: SandboxLimits | None = None, workspace_mb: int = 16, mode: str = "auto"):
+        self.limits = limits or SandboxLimits(
+            timeout=10.0, memory_mb=256, max_output=65_536, max_processes=16, max_file_mb=16
+        )
+        self.workspace_mb = workspace_mb
+        self._key = (self.limits, workspace_mb, mode)
+        self._pool: SandboxPool | None = None
+        self._release = None
+
+    @property
+    def pool(self) -> SandboxPool:
+        if self._pool is None or self._pool.closed:
+            self._pool = _checkout(self._key)
+            self._release = weakref.finalize(self, _checkin, self._key, self._pool)
+        return self._pool
+
+    def start(self, files: dict[str, str]) -> str:
+        for path in files:
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"task files live inside the workspace; got {path!r}")
+        spec = json.dumps({"files": files, "mtime": SETUP_MTIME})
+        result = self.run_python(_START, stdin=spec)
+        if not result.ok:  # a workspace that cannot be emptied (should not happen): take a fresh sandbox
+            self._discard()
+            result = self.run_python(_START, stdin=spec)
+            if not result.ok:
+                raise RuntimeError(f"could not set up the workspace: {result.error or result.stderr}")
+        return self.pool.workspace
+
+    def run(self, command: str, timeout: float | None = None) -> ExecResult:
+        command = command.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+        if len(command) > MAX_COMMAND_CHARS:
+            return ExecResult(error=f"the command is longer than {MAX_COMMAND_CHARS} characters")
+        code = f"import os\nos.execv('/bin/bash', ['bash', '-c', {command!r}])\n"
+        return self.pool.run(code, timeout=timeout or self.limits.timeout)
+
+    def run_python(self, code: str, stdin: str = "", timeout: float | None = None) -> ExecResult:
+        return self.pool.run(code, stdin=stdin, timeout=timeout or self.limits.timeout)
+
+    def snapshot(self) -> bytes:
+        cap = self.workspace_mb * 1024 * 1024 * 3 // 2 + 65_536  # base64 of a full workspace and tar headers
+        result = self.pool.run(_SNAPSHOT, timeout=max(self.limits.timeout, 30.0), max_output=cap)
+        if not result.ok:
+            raise RuntimeError(f"could not snapshot the workspace: {result.error or result.stderr[-2000:]}")
+        return base64.b64decode(result.stdout)
+
+    def restore(self, archive: bytes) -> None:
+        stdin = base64.b64encode(archive).decode()
+        result = self.pool.run(_RESTORE, stdin=stdin, timeout=max(self.limits.timeout, 30.0))
+        if not result.ok:
+            self._discard()
+            result = self.pool.run(_RESTORE, stdin=stdin, timeout=max(self.limits.timeout, 30.0))
+            if not result.ok:
+                raise RuntimeError(
+                    f"could not restore the workspace: {result.error or result.stderr[-2000:]}"
+                )
+
+    def close(self) -> None:
+        if self._release is not None:
+            self._release()  # hands the sandbox back to the cache (once)
+        self._pool = self._release = None
+
+    def _discard(self) -> None:
+        """Close this backend's sandbox for good; the next call takes another one."""
+        if self._release is not None:
+            self._release.detach()
+        if self._pool is not None:
+            self._pool.close()
+        self._pool = self._release = None
+
+
+# ---- the cache of idle sandboxes ------------------------------------------------------------------
+MAX_IDLE_PER_KEY = 4
+_idle: dict[tuple, list[SandboxPool]] = {}
+_idle_lock = threading.Lock()
+
+
+def _checkout(key: tuple) -> SandboxPool:
+    limits, workspace_mb, mode = key
+    with _idle_lock:
+        pools = _idle.get(key, [])
+        while pools:
+            pool = pools.pop()
+            if not pool.closed:
+                return pool
+    return SandboxPool(size=1, limits=limits, mode=mode, workspace_mb=workspace_mb)
+
+
+def _checkin(key: tuple, pool: SandboxPool) -> None:
+    """Keep an idle sandbox for the next backend (its workspace is emptied by the next ``start``)."""
+    if pool.closed:
+        return
+    with _idle_lock:
+        pools = _idle.setdefault(key, [])
+        if len(pools) < MAX_IDLE_PER_KEY:
+            pools.append(pool)
+            return
+    pool.close()

@@ -1,0 +1,149 @@
+"""Terminal tasks and their checks: what must hold in the workspace when the agent says it is done.
+
+Tasks ship in ``gem_core/data/terminal/tasks.json`` (made by ``generate.py`` beside it). Each has an
+``instruction``, the ``files`` written into the empty workspace, weighted ``checks`` and a reference
+``solution`` (shell commands). Check types (paths are relative to the workspace):
+
+| type          | fields                                       | passes when                                       |
+|---------------|----------------------------------------------|---------------------------------------------------|
+| file_exists   | path                                         | a regular file is there                           |
+| dir_exists    | path                                         | a directory is there                              |
+| file_absent   | path                                         | nothing is there                                  |
+| file_equals   | path, content, strip (default false)         | the text equals content, up to trailing newlines  |
+|               |                                              | (``strip``: up to surrounding whitespace)         |
+| file_regex    | path, pattern                                | ``re.search(pattern, text, re.MULTILINE)``        |
+| command       | cmd, exit_code (0), stdout, stdout_regex     | ``bash -c cmd`` exits so and prints that          |
+| python        | code                                         | the code runs without an exception (``assert``)   |
+
+Every check has a ``weight`` (default 1); the score is the weighted fraction of checks that pass.
+All checks of a task run in one script inside the task's backend (``TerminalBackend.run_python``),
+so the host never opens a file the agent made.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from gem_core.envs.terminal.backend import TerminalBackend
+
+TASKS_FILE = Path(__file__).resolve().parents[2] / "data" / "terminal" / "tasks.json"
+CHECK_TYPES = ("file_exists", "dir_exists", "file_absent", "file_equals", "file_regex", "command", "python")
+RESULT_MARKER = "__gem_terminal_checks__"
+GRADER_TIMEOUT_S = 30.0
+
+
+@functools.cache
+def _load(path: str) -> tuple[dict[str, Any], ...]:
+    tasks = json.loads(Path(path).read_text(encoding="utf-8"))
+    for task in tasks:
+        for check in task["checks"]:
+            if check.get("type") not in CHECK_TYPES:
+                raise ValueError(f"task {task['name']}: unknown check type {check.get('type')!r}")
+    return tuple(tasks)
+
+
+def load_tasks(path: str | Path = TASKS_FILE) -> list[dict[str, Any]]:
+    """The tasks of a JSON file in this module's format (read once per path, shared read-only)."""
+    return list(_load(str(path)))
+
+
+# Runs inside the workspace (stdlib only); the checks arrive on stdin, the results leave as JSON.
+GRADER = """
+import contextlib, io, json, os, re, stat, subprocess, sys
+MAX_BYTES = 1 << 20
+
+def read(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the grader
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = b""
+        while len(data) <= MAX_BYTES:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+        return data.decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+def run(check):
+    kind, path = check["type"], check.get("path", "")
+    if kind == "file_exists":
+        return os.path.isfile(path), "no such file"
+    if kind == "dir_exists":
+        return os.path.isdir(path), "no such directory"
+    if kind == "file_absent":
+        return not os.path.lexists(path), "still there"
+    if kind == "file_equals":
+        text, want = read(path), check["content"]
+        if check.get("strip"):
+            return text.strip() == want.strip(), "content differs"
+        return text.rstrip("\\n") == want.rstrip("\\n"), "content differs"
+    if kind == "file_regex":
+        return re.search(check["pattern"], read(path), re.MULTILINE) is not None, "pattern not found"
+    if kind == "command":
+        proc = subprocess.Popen(
+            ["bash", "-c", check["cmd"]], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        try:
+            out = proc.communicate(timeout=10)[0].decode("utf-8", "replace")
+        finally:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, 9)
+        if proc.wait() != check.get("exit_code", 0):
+            return False, f"exit code {proc.returncode}"
+        if "stdout" in check and out.rstrip("\\n") != check["stdout"].rstrip("\\n"):
+            return False, "output differs"
+        if "stdout_regex" in check and not re.search(check["stdout_regex"], out, re.MULTILINE):
+            return False, "output does not match"
+        return True, ""
+    if kind == "python":
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            exec(compile(check["code"], "<check>", "exec"), {"__name__": "__check__"})
+        return True, ""
+    return False, f"unknown check type {kind!r}"
+
+results = []
+for check in json.load(sys.stdin):
+    try:
+        passed, why = run(check)
+    except BaseException as exc:
+        passed, why = False, f"{type(exc).__name__}: {exc}"[:200]
+    results.append({"passed": bool(passed), "detail": "" if passed else why})
+sys.stdout.write("\\n@MARKER@" + json.dumps(results) + "\\n")
+""".replace("@MARKER@", RESULT_MARKER)
+
+
+def grade(backend: TerminalBackend, checks: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]]]:
+    """``(score, results)``: the weighted fraction of ``checks`` that pass in ``backend``'s workspace,
+    and per check ``{"check", "weight", "passed", "detail"}``. A grader that cannot run fails all."""
+    result = backend.run_python(GRADER, stdin=json.dumps(checks), timeout=GRADER_TIMEOUT_S)
+    found = None
+    if result.error is None and RESULT_MARKER in result.stdout:
+        try:
+            found = json.loads(result.stdout.rsplit(RESULT_MARKER, 1)[1])
+        except ValueError:
+            found = None
+    if not isinstance(found, list) or len(found) != len(checks):
+        why = (
+            result.error or ("timed out" if result.timed_out else result.stderr.strip()[-200:]) or "no result"
+        )
+        found = [{"passed": False, "detail": f"the checks could not run: {why}"}] * len(checks)
+    results = [
+        {"check": describe(check), "weight": float(check.get("weight", 1.0)), **outcome}
+        for check, outcome in zip(checks, found)
+    ]
+    total = sum(r["weight"] for r in results)
+    score = sum(r["weight"] for r in results if r["passed"]) / total if total else 0.0
+    return score, results
+
+
+def describe(check: dict[str, Any]) -> str:
+    """A short name for a check, e.g. ``file_equals count.txt``."""
+    subject = check.get("path") or check.get("cmd") or "python"
+    return f"{check['type']} {subject}"
