@@ -196,12 +196,12 @@ class _Driver:
         return list(seeds)
 
     def start(self, observations: Sequence[Any]) -> None:
-        self.builders = []
-        for i, obs in enumerate(observations):
-            env = self.vec.envs[i]
-            spec = getattr(env, "spec", None)
-            seed = getattr(env.unwrapped, "seed", None)
-            self.builders.append(self.renderer.start(str(obs), env_id=getattr(spec, "id", None), seed=seed))
+        # get_attr reaches the envs wherever they live (threads, worker processes or Ray actors).
+        specs, seeds = self.vec.get_attr("spec"), self.vec.get_attr("seed")
+        self.builders = [
+            self.renderer.start(str(obs), env_id=getattr(spec, "id", None), seed=seed)
+            for obs, spec, seed in zip(observations, specs, seeds)
+        ]
         self.active = set(range(len(observations)))
 
     def params_for(self, i: int) -> SamplingParams | None:

@@ -103,8 +103,9 @@ def test_limits(tokenizer, renderer):
     ][:2] == [0, 0]
 
 
-def test_rollout_on_a_given_vector_env(tokenizer, renderer):
-    vec = gem_core.make_vec(ENV_ID, 3, asynchronous=True, autoreset_mode="disabled")
+@pytest.mark.parametrize("backend", ["threads", "processes"])
+def test_rollout_on_a_given_vector_env(tokenizer, renderer, backend):
+    vec = gem_core.make_vec(ENV_ID, 3, backend=backend, autoreset_mode="disabled")
     try:
         first = rollout(vec, BinarySearchPlayer(tokenizer), renderer, seeds=[7, 7, 8])
         again = rollout(vec, BinarySearchPlayer(tokenizer), renderer, seeds=[7, 7, 8])  # still open
