@@ -1,0 +1,137 @@
+"""Installing the estimator in OpenRLHF's Ray workers: the runtime-env hook, the patch applied when
+the experience maker is imported, and a real local Ray job started the way OpenRLHF starts it."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+pytest.importorskip("openrlhf.utils.agent")
+
+from gem_adapters.openrlhf import hook
+from gem_adapters.openrlhf.estimator import ESTIMATOR_ENV, compute_advantages_and_returns
+
+
+def test_runtime_env_hook_adds_the_setup_hook_and_the_estimator(monkeypatch):
+    monkeypatch.setenv(ESTIMATOR_ENV, "rebn")
+    openrlhf_env = {"env_vars": {"TOKENIZERS_PARALLELISM": "true"}}  # what train_ppo_ray gives ray.init
+    env = hook.runtime_env_hook(openrlhf_env)
+    assert env == {
+        "env_vars": {"TOKENIZERS_PARALLELISM": "true", ESTIMATOR_ENV: "rebn"},
+        "worker_process_setup_hook": "gem_adapters.openrlhf.hook.setup_worker",
+    }
+    assert openrlhf_env == {"env_vars": {"TOKENIZERS_PARALLELISM": "true"}}
+    assert hook.runtime_env_hook(None)["env_vars"] == {ESTIMATOR_ENV: "rebn"}
+    with pytest.raises(ValueError, match="worker_process_setup_hook"):
+        hook.runtime_env_hook({"worker_process_setup_hook": "other.hook"})
+    monkeypatch.setenv(ESTIMATOR_ENV, "gae")  # needs a critic's per-turn values
+    with pytest.raises(ValueError, match="choose one of"):
+        hook.runtime_env_hook(None)
+    monkeypatch.delenv(ESTIMATOR_ENV)
+    with pytest.raises(ValueError, match=ESTIMATOR_ENV):
+        hook.runtime_env_hook(None)
+
+
+@pytest.fixture
+def probe_module(tmp_path, monkeypatch):
+    """A module with a ``RemoteExperienceMaker`` class, not imported yet (the real one needs flash-attn)."""
+    name = f"gem_probe_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            """
+            class RemoteExperienceMaker:
+                def compute_advantages_and_returns(self, experiences):
+                    return "openrlhf"
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_setup_worker_patches_the_experience_maker_when_it_is_imported(probe_module, monkeypatch):
+    monkeypatch.setattr(hook, "TARGET", probe_module)
+    monkeypatch.setenv(ESTIMATOR_ENV, "grpo")
+    finders = list(sys.meta_path)
+    hook.setup_worker()
+    assert probe_module not in sys.modules and len(sys.meta_path) == len(finders) + 1
+    module = __import__(probe_module)
+    assert sys.meta_path == finders  # one import, one patch
+    cls = module.RemoteExperienceMaker
+    assert cls.gem_estimator == "grpo"
+    method = cls.__dict__["compute_advantages_and_returns"]
+    assert isinstance(method, functools.partialmethod)
+    assert method.func is compute_advantages_and_returns and method.keywords == {"estimator": "grpo"}
+    assert cls()._gem_original_compute_advantages_and_returns([]) == "openrlhf"
+    # A module imported before the hook runs is patched at once.
+    monkeypatch.setenv(ESTIMATOR_ENV, "rloo")
+    hook.setup_worker()
+    assert cls.gem_estimator == "rloo" and sys.meta_path == finders
+
+
+def test_setup_worker_does_nothing_without_an_estimator(probe_module, monkeypatch):
+    monkeypatch.setattr(hook, "TARGET", probe_module)
+    monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
+    finders = list(sys.meta_path)
+    hook.setup_worker()
+    assert sys.meta_path == finders
+    assert not hasattr(__import__(probe_module).RemoteExperienceMaker, "gem_estimator")
+
+
+def test_install_patches_openrlhf_in_process():
+    """Needs OpenRLHF's trainer modules, which import flash-attn: GPU machines only."""
+    module = pytest.importorskip(hook.TARGET, reason="OpenRLHF's trainer imports flash-attn (CUDA builds)")
+    original = module.RemoteExperienceMaker.__dict__["compute_advantages_and_returns"]
+    hook.install("rebn")
+    try:
+        method = module.RemoteExperienceMaker.__dict__["compute_advantages_and_returns"]
+        assert isinstance(method, functools.partialmethod) and method.keywords == {"estimator": "rebn"}
+    finally:
+        hook.uninstall()
+    assert module.RemoteExperienceMaker.__dict__["compute_advantages_and_returns"] is original
+
+
+@pytest.mark.slow
+def test_ray_workers_of_an_openrlhf_style_launch_get_the_hook():
+    """A fresh driver with ``RAY_RUNTIME_ENV_HOOK`` calls ``ray.init`` as ``train_ppo_ray`` does; an
+    actor (as OpenRLHF's trainer, engines and models are) sees the estimator and the pending patch."""
+    code = textwrap.dedent(
+        f"""
+        import json, os, sys
+        import ray
+
+        ray.init(num_cpus=1, include_dashboard=False,
+                 runtime_env={{"env_vars": {{"TOKENIZERS_PARALLELISM": "true"}}}})
+
+        @ray.remote
+        class Worker:
+            def report(self):
+                from gem_adapters.openrlhf import hook
+                pending = [f.module_name for f in sys.meta_path if type(f).__name__ == "_PatchOnImport"]
+                return {{"estimator": os.environ.get({ESTIMATOR_ENV!r}),
+                         "tokenizers": os.environ.get("TOKENIZERS_PARALLELISM"),
+                         "pending": pending, "imported": hook.TARGET in sys.modules}}
+
+        print(json.dumps(ray.get(Worker.remote().report.remote())))
+        ray.shutdown()
+        """
+    )
+    env = {
+        **os.environ,
+        ESTIMATOR_ENV: "rebn",
+        "RAY_RUNTIME_ENV_HOOK": "gem_adapters.openrlhf.hook.runtime_env_hook",
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"estimator": "rebn", "tokenizers": "true", "pending": [hook.TARGET], "imported": False}
