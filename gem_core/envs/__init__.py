@@ -6,3 +6,4 @@ import gem_core.envs.logic  # noqa: F401
 import gem_core.envs.math  # noqa: F401
 import gem_core.envs.qa  # noqa: F401
 import gem_core.envs.reasoning_gym  # noqa: F401
+import gem_core.envs.terminal  # noqa: F401
