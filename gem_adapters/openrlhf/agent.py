@@ -58,7 +58,11 @@ from gem_adapters.trajectory import ChatRenderer, Episode
 
 
 class GemEnvInstance(AgentInstanceBase):
-    """One GEM env for one episode, with OpenRLHF's instance interface (built with no arguments).
+    """One GEM env for one episode, with OpenRLHF's instance interface.
+
+    OpenRLHF 0.11 builds an instance per episode with ``agent_instance_cls()``, synchronously and
+    without arguments, so ``__init__`` is a plain method (an ``async def __init__``, as in the reference
+    GEM example, makes that call raise ``TypeError``); the env is made in ``reset``.
 
     ``reset(states)`` reads the task from ``states["label"]`` and returns ``{"observation": first
     observation, "info": ...}``; ``step(states)`` plays ``states["action_text"]`` and returns

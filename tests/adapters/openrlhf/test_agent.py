@@ -33,6 +33,22 @@ def test_openrlhf_builds_the_executor_from_agent_func():
     GemEnvInstance()  # OpenRLHF 0.11 builds instances synchronously, with no arguments
 
 
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
+def test_an_async_constructor_breaks_in_openrlhf_0_11():
+    """The reference GEM example's instance awaits in ``__init__``; OpenRLHF 0.11 calls the class."""
+
+    class AsyncInitInstance(AgentInstanceBase):
+        async def __init__(self):
+            pass
+
+        async def step(self, states, **kwargs):
+            raise AssertionError("never reached")
+
+    executor = MultiTurnAgentExecutor(AsyncInitInstance)
+    with pytest.raises(TypeError, match="__init__"):
+        asyncio.run(executor.execute("p", "l", openrlhf_sampling_params(), 10, None, None))
+
+
 def test_episodes_are_token_exact(played, tokenizer):
     for row, _, output in played:
         episode = output["episode"]
