@@ -20,7 +20,9 @@ Where the turns come from:
 Each turn's reward is clipped to ``--reward.clip_range``, then charged the KL penalty of its own
 action tokens (``-kl_coef * sum KL``, as OpenRLHF charges each token when ``--algo.kl.use_loss`` is
 off), and a change OpenRLHF's length penalties (``--reward.overlong_buffer_len``,
-``--reward.stop_properly_penalty_coef``) make to the sample's reward is added to its last turn. Then
+``--reward.stop_properly_penalty_coef``) make to the sample's reward is added to its last turn (note
+that the overlong penalty measures a multi-turn sample from its first to its last action token,
+env ids included, against ``--rollout.max_new_tokens``, which the executor applies per turn). Then
 ``gem_adapters.advantages.compute_advantages_flat`` runs once over every turn of the rollout batch,
 with ``gamma`` = ``--algo.advantage.gamma`` applied per turn. Each turn's advantage goes on its action
 tokens (``turn_values_to_tokens``), ``returns`` holds the per-turn discounted returns the same way,

@@ -103,6 +103,7 @@ def test_install_patches_openrlhf_in_process():
 def test_ray_workers_of_an_openrlhf_style_launch_get_the_hook():
     """A fresh driver with ``RAY_RUNTIME_ENV_HOOK`` calls ``ray.init`` as ``train_ppo_ray`` does; an
     actor (as OpenRLHF's trainer, engines and models are) sees the estimator and the pending patch."""
+    pytest.importorskip("ray")
     code = textwrap.dedent(
         f"""
         import json, os, sys
