@@ -1,9 +1,10 @@
 """Oat glue: GEM episodes inside oat-llm 0.2.4's multi-turn PPO.
 
-Pure parts, importable wherever ``oat.types`` imports (tested on the CPU CI):
-``episode_to_transitions`` / ``episodes_to_transitions`` (one ``oat.types.Transition`` per turn),
-``rebn_advantages`` (the learner's advantage step, shared ReBN), ``OatVLLMPolicy`` /
-``generation_from_vllm`` / ``vllm_sampling_kwargs`` (an Oat actor's vLLM engine as a ``Policy``).
+The pure parts, tested on the CPU CI: ``episode_to_transitions`` / ``episodes_to_transitions`` (one
+``oat.types.Transition`` per turn; ``oat.types`` and so torch are imported when called),
+``rebn_advantages`` (the learner's advantage step, shared ReBN), and ``OatVLLMPolicy`` /
+``generation_from_vllm`` / ``vllm_sampling_kwargs`` (an Oat actor's vLLM engine as a ``Policy``;
+vLLM is imported when it generates).
 
 ``gem_adapters.oat.program`` holds the classes Oat launches (``GEMActor``, ``GEMLearner``,
 ``GEMArgs``); it needs Oat's full stack (Python 3.10, vLLM, Launchpad, DeepSpeed) and is not

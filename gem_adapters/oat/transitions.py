@@ -25,11 +25,12 @@ identical structures of numbers. The env's own info dicts stay on the GEM ``Epis
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-from oat.types import Transition
+from typing import TYPE_CHECKING, Any
 
 from gem_adapters.trajectory import Episode
+
+if TYPE_CHECKING:
+    from oat.types import Transition
 
 INFO_KEYS = (
     "actor/turn_index",
@@ -49,6 +50,8 @@ def episode_to_transitions(
     ``mask_truncated`` gives responses cut off by the token budget ``loss_mask=False`` (Oat's
     ``ignore_no_eos``). Raises ``ValueError`` when a turn has no logprobs: Oat needs the sampler's.
     """
+    from oat.types import Transition  # oat.types imports torch
+
     samples = episode.to_turn_samples()
     last = len(samples) - 1
     transitions = []

@@ -13,10 +13,11 @@ import threading
 
 import numpy as np
 import pytest
-import torch
 
+pytest.importorskip("torch")
 pytest.importorskip("oat.types")
 
+import torch
 from oat.types import Transition
 
 from gem_adapters.advantages import compute_advantages_flat

@@ -12,10 +12,11 @@ import pickle
 import re
 
 import pytest
-import torch
 
+pytest.importorskip("torch")
 pytest.importorskip("oat.types")
 
+import torch
 from oat.types import Transition
 
 from gem_adapters.oat import INFO_KEYS, episode_to_transitions, episodes_to_transitions

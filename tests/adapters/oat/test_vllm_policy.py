@@ -12,8 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 
-pytest.importorskip("oat.types")
-
 from gem_adapters.oat import OatVLLMPolicy, generation_from_vllm, vllm_sampling_kwargs
 from gem_adapters.policies import SamplingParams
 
