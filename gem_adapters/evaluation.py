@@ -48,10 +48,9 @@ from gem_core import Env, Wrapper, make, spec
 from gem_core.registry import EnvNotFoundError
 
 DEFAULT_SYSTEM_PROMPT = (
-    "You are playing a text game or solving a task. Read the rules, think in one or two short "
-    "sentences, then give exactly one move or answer inside \\boxed{}.\n"
-    "Example 1 — Rules: guess a number between 1 and 10. You: The middle is 5. \\boxed{5}\n"
-    "Example 2 — Rules: answer the question 'What is 3 + 4?'. You: 3 + 4 = 7. \\boxed{7}"
+    "You are a helpful AI assistant. Think briefly, then give your move or answer in the format the "
+    "task asks for, usually inside \\boxed{}.\n"
+    "Example:\nUser: Guess a number between 1 and 100.\nAssistant: The middle is 50. \\boxed{50}"
 )
 TOOL_NAMES = ("python", "search")
 
@@ -152,8 +151,9 @@ def innermost_game(env: Env) -> Env:
 
 def random_agent() -> Agent:
     def start(env: Env, seed: int, sample: int) -> None:
-        # Sample j of a seed draws its own actions, so pass@k of the random agent means something.
-        innermost_game(env).action_rng = random.Random(f"random-agent:{seed}:{sample}")
+        # Sample j of a seed draws its own actions, so pass@k of the random agent means something
+        # (``Env.action_rng`` serves this generator).
+        innermost_game(env)._action_rng = random.Random(f"random-agent:{seed}:{sample}")
 
     return Agent("random", act=lambda env: env.sample_random_action(), start=start)
 
@@ -672,7 +672,7 @@ def _charts(result: EvalResult, summary_path: Path, returns_path: Path) -> None:
     for episode in result.episodes:
         returns[str(episode.env_id)].append(episode.total_reward)
     fig, ax = plt.subplots(figsize=(8, height))
-    ax.boxplot([returns[n] for n in names], vert=False, showmeans=True)
+    ax.boxplot([returns[n] for n in names], orientation="horizontal", showmeans=True)
     ax.set_yticks([i + 1 for i in y], names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("episode return")
