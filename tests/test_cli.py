@@ -119,7 +119,7 @@ def test_eval_solver_wins_and_random_does_worse(tmp_path, capsys):
     wins = {s: any(e.success for e in guess if e.seed == s) for s in range(10)}
     assert rand["envs"][GUESS]["pass@4"] == pytest.approx(sum(wins.values()) / 10)
     assert rand["envs"][GUESS]["mean_return"] == pytest.approx(sum(e.total_reward for e in guess) / 40)
-    assert 0 < sum(wins.values()) < 10 or rand["envs"][GUESS]["pass@4"] > rand["envs"][GUESS]["avg@4"]
+    assert rand["envs"][GUESS]["pass@4"] > rand["envs"][GUESS]["avg@4"] > 0  # 4 tries beat 1
     # The samples of one seed differ (the random agent re-seeds per sample), the initial states do not.
     seed0 = [e for e in guess if e.seed == 0]
     assert len({e.turns[0].observation for e in seed0}) == 1
