@@ -4,6 +4,7 @@ import gem_core.envs.code  # noqa: F401
 import gem_core.envs.games  # noqa: F401
 import gem_core.envs.logic  # noqa: F401
 import gem_core.envs.math  # noqa: F401
+import gem_core.envs.multiagent  # noqa: F401
 import gem_core.envs.qa  # noqa: F401
 import gem_core.envs.reasoning_gym  # noqa: F401
 import gem_core.envs.terminal  # noqa: F401
