@@ -325,11 +325,13 @@ def scripted_user(observation: str) -> str:
     about the order, the reason, the address or the items gets that detail of the current request;
     anything else gets a confused repeat of the request, and the third confusion ends the chat.
     """
-    found = _SCENARIO_LINE.search(observation)
-    scenario = next((s for s in SCENARIOS if found and s["id"] == found.group(1)), None)
+    # The env's own header and transcript come last (messages from other agents are put on top, and
+    # transcript lines are single lines), so the last header line and the last section are the real ones.
+    found = _SCENARIO_LINE.findall(observation)
+    scenario = next((s for s in SCENARIOS if found and s["id"] == found[-1]), None)
     if scenario is None:
         return f"I'm not sure why I'm here. {STOP}"
-    conversation = observation.split("\nConversation so far:\n", 1)[-1].splitlines()
+    conversation = observation.rsplit("\nConversation so far:\n", 1)[-1].splitlines()
     mine = [line[len("Customer: ") :] for line in conversation if line.startswith("Customer: ")]
     theirs = [line[len("Agent: ") :] for line in conversation if line.startswith("Agent: ")]
     requests = scenario["requests"]
