@@ -6,7 +6,7 @@ A backend owns one workspace directory, reused episode after episode:
 ``run(command, timeout)``    run ``bash -c command`` in the workspace: an ``ExecResult`` (stdout, stderr,
                              exit code, time-out, truncation, or ``error`` when the backend failed)
 ``run_python(code, stdin)``  run a Python script in the workspace (how checks read files and run commands)
-``snapshot()``               the workspace as a tar archive (bytes); ``restore(archive)`` puts one back
+``snapshot()``               the workspace as a .tar.gz archive (bytes); ``restore(archive)`` puts one back
 ``close()``                  release the workspace
 
 ``SandboxBackend`` runs everything in ``gem_core.tools.sandbox`` (bubblewrap, seccomp, an unprivileged
@@ -108,7 +108,7 @@ def own_mode(info):
     info.mode = locked.get("./" + info.name, info.mode)
     return info
 buffer = io.BytesIO()
-with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1, format=tarfile.PAX_FORMAT) as tar:
     for name in sorted(os.listdir(".")):
         tar.add(name, filter=own_mode)
 for path in sorted(locked, key=len, reverse=True):  # children before their directories
@@ -121,7 +121,7 @@ _RESTORE = (
     + """
 import base64, io, sys, tarfile
 wipe()
-with tarfile.open(fileobj=io.BytesIO(base64.b64decode(sys.stdin.read())), mode="r") as tar:
+with tarfile.open(fileobj=io.BytesIO(base64.b64decode(sys.stdin.read())), mode="r:gz") as tar:
     if hasattr(tarfile, "tar_filter"):
         tar.extractall(".", filter="tar")
     else:  # a Python without extraction filters (< 3.10.12); it runs inside the sandbox all the same
