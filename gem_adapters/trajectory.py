@@ -7,15 +7,16 @@ sequence; ``Episode.to_sequence()`` returns it with a loss mask (1 on generated 
 env and template tokens) and the span of each turn's action, and ``Episode.to_turn_samples()``
 gives one sample per turn (the full context before the action + the action).
 
-Rendering is incremental. ``ChatRenderer`` renders the first observation once; after that, the ids
-between an action and the next generation are the suffix of a short fixed probe conversation
-(``system?, user, assistant, user(observation)``) after the probe assistant's content: the end of the
-assistant turn, the user turn and the generation prompt. Each turn costs time proportional to its own
-length, so an episode costs time linear in its length (re-rendering the whole history every turn, as
-the reference GEM does, is quadratic). Templates that inject a default system prompt or need one
-are handled by the probe, which starts the way a real conversation does. When the template inserts
-user text verbatim (checked at construction on awkward samples), the probe is rendered once and split
-around the observation, so a turn costs one tokenizer call and no template render at all.
+Rendering is incremental. ``ChatRenderer`` renders the first observation once (after the system
+prompt and any few-shot ``prefix_messages``); after that, the ids between an action and the next
+generation are the suffix of a short fixed probe conversation (``system?, prefix?, user, assistant,
+user(observation)``) after the probe assistant's content: the end of the assistant turn, the user
+turn and the generation prompt. Each turn costs time proportional to its own length, so an episode
+costs time linear in its length (re-rendering the whole history every turn, as the reference GEM
+does, is quadratic). Templates that inject a default system prompt or need one are handled by the
+probe, which starts the way a real conversation does. When the template inserts user text verbatim
+(checked at construction on awkward samples), the probe is rendered once and split around the
+observation, so a turn costs one tokenizer call and no template render at all.
 
 End of turn: a policy stops on ``renderer.stop_token_ids`` (the template's end-of-turn token) and
 that token stays in ``action_ids`` with mask 1: the model learnt to end its turn. When the model is
@@ -102,6 +103,7 @@ class Episode:
     closing_ids: list[int] = field(default_factory=list)  # template tokens that close the last turn (mask 0)
     final_observation: str | None = None  # the env's last observation (answered by no action)
     system_prompt: str | None = None
+    prefix_messages: list[dict[str, str]] = field(default_factory=list)  # few-shot messages before turn 1
     template_rewrites_history: bool = False
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -173,6 +175,7 @@ class Episode:
     def messages(self) -> list[dict[str, str]]:
         """The conversation as chat messages (what a chat template renders)."""
         out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt is not None else []
+        out.extend(dict(m) for m in self.prefix_messages)
         for turn in self.turns:
             out.append({"role": "user", "content": turn.observation})
             out.append({"role": "assistant", "content": turn.action})
@@ -197,6 +200,12 @@ class ChatRenderer:
     """Renders observations into token ids incrementally, with ``tokenizer``'s chat template (or
     ``chat_template``). ``template_kwargs`` go to the template (e.g. ``enable_thinking=False``).
 
+    ``prefix_messages`` (chat messages, e.g. a demonstration: a user turn and the assistant's answer)
+    are rendered after the system prompt and before the first observation, as the template renders
+    them. They are context: their tokens belong to the first turn's ``prompt_ids`` (mask 0), and every
+    episode keeps a copy in ``Episode.prefix_messages``, so ``Episode.messages()`` is the whole
+    conversation the model saw.
+
     ``check_template`` compares, when an episode finishes, the template's full rendering with the
     sequence and sets ``Episode.template_rewrites_history`` (one render per episode, linear cost).
     """
@@ -209,13 +218,16 @@ class ChatRenderer:
         chat_template: str | None = None,
         template_kwargs: dict[str, Any] | None = None,
         check_template: bool = True,
+        prefix_messages: Sequence[dict[str, str]] | None = None,
     ):
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
+        self.prefix_messages = [_message(m) for m in prefix_messages or ()]
         self.chat_template = chat_template
         self.template_kwargs = dict(template_kwargs or {})
         self.check_template = check_template
-        self._head = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
+        system = [{"role": "system", "content": system_prompt}] if system_prompt is not None else []
+        self._head = [*system, *self.prefix_messages]
         # The Rust tokenizer directly, when the transformers wrapper would add nothing but overhead.
         backend = getattr(tokenizer, "_tokenizer", None)
         plain = backend is not None and not getattr(tokenizer, "split_special_tokens", False)
@@ -261,7 +273,8 @@ class ChatRenderer:
 
     # ---- the incremental pieces -------------------------------------------------------------------
     def first_prompt(self, observation: str) -> list[int]:
-        """Ids of the system prompt (if any), the first user turn and the generation prompt."""
+        """Ids of the system prompt (if any), the prefix messages, the first user turn and the
+        generation prompt."""
         return self.encode(self.first_prompt_text(observation))
 
     def continuation(self, observation: str) -> list[int]:
@@ -334,7 +347,12 @@ class EpisodeBuilder:
         self, renderer: ChatRenderer, observation: str, *, env_id: str | None = None, seed: int | None = None
     ):
         self.renderer = renderer
-        self.episode = Episode(env_id=env_id, seed=seed, system_prompt=renderer.system_prompt)
+        self.episode = Episode(
+            env_id=env_id,
+            seed=seed,
+            system_prompt=renderer.system_prompt,
+            prefix_messages=[dict(m) for m in renderer.prefix_messages],
+        )
         self.ids: list[int] = []
         self.done = False
         self._observation: str | None = observation
@@ -429,6 +447,15 @@ class EpisodeBuilder:
         self.done = True
         self._observation = None
         return episode
+
+
+def _message(message: dict[str, str]) -> dict[str, str]:
+    """A copy of a chat message, checked: ``role`` and ``content`` are strings."""
+    if not isinstance(message, dict) or not all(
+        isinstance(message.get(key), str) for key in ("role", "content")
+    ):
+        raise ValueError(f"a prefix message is a dict with string 'role' and 'content', got {message!r}")
+    return dict(message)
 
 
 def _after_probe(text: str) -> str:

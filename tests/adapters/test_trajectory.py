@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gem_adapters.trajectory import ChatRenderer, Episode
+from gem_adapters.trajectory import ChatRenderer, Episode, read_jsonl, write_jsonl
 from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE, TRIMMING_TEMPLATE
 
 IM_END = 2  # <|im_end|> in the SmolLM2 vocabulary
@@ -167,6 +167,111 @@ def test_arbitrary_generated_ids_decode_to_the_conversation(tokenizer, data):
     assert not episode.template_rewrites_history
     if representable(tokenizer, *observations):
         assert renderer.decode(episode.to_sequence().token_ids) == renderer.render(episode.messages(), False)
+
+
+# ---- few-shot prefix messages ---------------------------------------------------------------------
+DEMO = [
+    {"role": "user", "content": "Guess a number between 1 and 10."},
+    {"role": "assistant", "content": "\\boxed{5}"},
+]
+
+
+def test_prefix_messages_by_hand(tokenizer, tmp_path):
+    renderer = ChatRenderer(tokenizer, system_prompt="Play well.", prefix_messages=DEMO)
+    action = [*tokenizer.encode("\\boxed{3}", add_special_tokens=False), IM_END]
+    episode, contexts = play(renderer, ["Guess.", "Higher."], [action])
+    check_invariants(episode, contexts)
+    assert renderer.decode(contexts[0]) == (
+        "<|im_start|>system\nPlay well.<|im_end|>\n"
+        "<|im_start|>user\nGuess a number between 1 and 10.<|im_end|>\n"
+        "<|im_start|>assistant\n\\boxed{5}<|im_end|>\n"
+        "<|im_start|>user\nGuess.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    # The demonstration is context: its ids are in the first prompt, with mask 0.
+    seq = episode.to_sequence()
+    assert sum(seq.loss_mask) == len(action) and seq.token_ids[: len(contexts[0])] == contexts[0]
+    assert episode.prefix_messages == DEMO and episode.messages()[1:3] == DEMO
+    assert episode.messages()[3] == {"role": "user", "content": "Guess."}
+    assert seq.token_ids == template_ids(tokenizer, episode.messages(), None, False)
+    assert not episode.template_rewrites_history
+    # Each episode holds its own copy; the renderer's messages are not shared with it or the caller.
+    episode.prefix_messages[1]["content"] = "changed"
+    assert renderer.prefix_messages == DEMO and renderer.start("x").episode.prefix_messages == DEMO
+    episode.prefix_messages[1]["content"] = "\\boxed{5}"
+    # Recorded and replayed with the episode.
+    write_jsonl(tmp_path / "e.jsonl", [episode])
+    (back,) = read_jsonl(tmp_path / "e.jsonl")
+    assert back.prefix_messages == DEMO and back.to_dict() == episode.to_dict()
+    assert (
+        Episode.from_dict(
+            {k: v for k, v in episode.to_dict().items() if k != "prefix_messages"}
+        ).prefix_messages
+        == []
+    )
+
+
+@pytest.mark.parametrize("bad", [[{"role": "user"}], [{"role": "user", "content": 5}], ["hi"]])
+def test_malformed_prefix_messages_are_refused(tokenizer, bad):
+    with pytest.raises(ValueError, match="prefix message"):
+        ChatRenderer(tokenizer, prefix_messages=bad)
+
+
+PREFIX_TEMPLATES = {"smollm2": None, "chatml": CHATML_TEMPLATE, "qwen3": QWEN3_TEMPLATE}
+no_think = st.text(characters, max_size=40).filter(lambda s: "think>" not in s)
+
+
+@pytest.mark.parametrize("name", sorted(PREFIX_TEMPLATES))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_prefix_messages_are_token_exact(tokenizer, name, data):
+    """With few-shot messages before the first observation, every context is the template's own
+    tokenisation of the conversation so far. Qwen3 (actions without thinking here) re-renders only the
+    final turn, so its full sequence is the ChatML conversation the model saw, and flagged."""
+    template = PREFIX_TEMPLATES[name]
+    system = data.draw(st.one_of(st.none(), no_think), label="system")
+    pairs = data.draw(st.lists(st.tuples(no_think, no_think), min_size=1, max_size=2), label="prefix")
+    prefix = [
+        message
+        for question, answer in pairs
+        for message in ({"role": "user", "content": question}, {"role": "assistant", "content": answer})
+    ]
+    renderer = ChatRenderer(tokenizer, system_prompt=system, chat_template=template, prefix_messages=prefix)
+    n = data.draw(st.integers(1, 4), label="turns")
+    observations = data.draw(st.lists(no_think, min_size=n + 1, max_size=n + 1), label="observations")
+    texts = data.draw(st.lists(action_text, min_size=n, max_size=n), label="actions")
+    stops = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="stops")
+    assume(representable(tokenizer, *texts) and not any("think>" in t for t in texts))
+    actions = [
+        tokenizer.encode(t, add_special_tokens=False) + ([IM_END] if s else []) for t, s in zip(texts, stops)
+    ]
+    episode, contexts = play(renderer, observations, actions)
+    check_invariants(episode, contexts)
+    messages = episode.messages()
+    head = (system is not None) + len(prefix)
+    assert messages[head - len(prefix) : head] == prefix == episode.prefix_messages
+    for k, context in enumerate(contexts):
+        assert context == template_ids(tokenizer, messages[: head + 2 * k + 1], template, True)
+    as_seen = CHATML_TEMPLATE if name == "qwen3" else template
+    assert episode.to_sequence().token_ids == template_ids(tokenizer, messages, as_seen, False)
+    assert episode.template_rewrites_history == (name == "qwen3")
+    # The prefix is context: only the generated ids are trained.
+    assert sum(episode.to_sequence().loss_mask) == sum(map(len, actions))
+
+
+def test_qwen3_drops_the_prefix_thinking_as_the_model_sees_it(tokenizer):
+    """A demonstration with a <think> block is rendered as the template renders it (Qwen3 drops it
+    before the last user message), the same way in the prompt and in the full re-render: no flag."""
+    demo = [DEMO[0], {"role": "assistant", "content": "<think>\nthe middle\n</think>\n\n\\boxed{5}"}]
+    renderer = ChatRenderer(tokenizer, chat_template=QWEN3_TEMPLATE, prefix_messages=demo)
+    enc = lambda s: tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
+    actions = [[*enc("\\boxed{5}"), IM_END], [*enc("<think>\nso 7\n</think>\n\n\\boxed{7}"), IM_END]]
+    episode, contexts = play(renderer, ["Guess.", "Higher.", "Correct!"], actions)
+    check_invariants(episode, contexts)
+    assert "the middle" not in renderer.decode(contexts[0])
+    assert not episode.template_rewrites_history
+    assert episode.to_sequence().token_ids == template_ids(
+        tokenizer, episode.messages(), QWEN3_TEMPLATE, False
+    )
 
 
 # ---- templates that rewrite history (Qwen3) -----------------------------------------------------
