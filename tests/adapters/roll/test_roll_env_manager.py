@@ -14,6 +14,7 @@ the batch is not trimmed by ``AgenticPipeline.adjust_batch`` (a method of the Ra
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import os
 import random
@@ -29,9 +30,23 @@ import pytest
 pytest.importorskip("gem", reason="the reference GEM (pip install gem-llm) is what ROLL consumes")
 if os.environ.get("ROLL_SRC") and os.environ["ROLL_SRC"] not in sys.path:
     sys.path.insert(0, os.environ["ROLL_SRC"])
-os.environ.setdefault(
-    "ROLL_LOG_DIR", tempfile.mkdtemp(prefix="roll-logs-")
-)  # ROLL logs to ./output otherwise
+
+
+def roll_on_path() -> bool:
+    """Whether ``roll`` is alibaba/ROLL (PyPI's ``roll`` is another project, without ``roll.pipeline``)."""
+    try:
+        return importlib.util.find_spec("roll.pipeline.agentic") is not None
+    except ImportError:
+        return False
+
+
+if not roll_on_path():
+    pytest.skip(
+        "ROLL is not on the path (it is not on PyPI): set ROLL_SRC to a checkout of "
+        "github.com/alibaba/ROLL whose requirements are installed to run these tests",
+        allow_module_level=True,
+    )
+os.environ.setdefault("ROLL_LOG_DIR", tempfile.mkdtemp(prefix="roll-logs-"))  # else ./output/logs
 try:
     import torch
     from dacite import from_dict
@@ -55,8 +70,8 @@ try:
     from roll.utils.kl_controller import get_kl_controller
 except Exception as exc:  # ImportError, or one of ROLL's dependencies failing on import
     pytest.skip(
-        f"ROLL is not importable ({type(exc).__name__}: {exc}); set ROLL_SRC to a checkout of "
-        "github.com/alibaba/ROLL and install its requirements to run these tests",
+        f"ROLL is on the path but does not import ({type(exc).__name__}: {exc}): install its "
+        "requirements (requirements_common.txt) to run these tests",
         allow_module_level=True,
     )
 
