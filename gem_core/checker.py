@@ -4,10 +4,12 @@ Checks, in order: the types ``reset`` and ``step`` return; determinism under a s
 ``spawn(same_state=True)`` and a ``get_state``/``set_state`` round trip continue an episode exactly;
 and that hostile actions (empty, huge, binary junk, odd unicode, prompt injection) give an
 observation with no positive reward, never an exception. Raises ``EnvCheckError`` on the first failure.
+Observations are compared by ``repr``; images (PIL images in chat content) by their pixels.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any
 
@@ -47,14 +49,25 @@ def _fail(env: Env, message: str) -> EnvCheckError:
 def _rollout(env: Env, seed: int, steps: int) -> list[Any]:
     """Reset with ``seed`` and take up to ``steps`` random actions; the transcript, for comparisons."""
     obs, info = env.reset(seed=seed)
-    transcript: list[Any] = [repr(obs)]
+    transcript: list[Any] = [_fingerprint(obs)]
     for _ in range(steps):
         action = env.sample_random_action()
         obs, reward, terminated, truncated, _ = env.step(action)
-        transcript.append((action, repr(obs), reward, terminated, truncated))
+        transcript.append((action, _fingerprint(obs), reward, terminated, truncated))
         if terminated or truncated:
             break
     return transcript
+
+
+def _fingerprint(obs: Any) -> Any:
+    """``obs`` in a form that compares equal for equal observations (a PIL image's repr holds its address)."""
+    if isinstance(obs, (list, tuple)):
+        return [_fingerprint(o) for o in obs]
+    if isinstance(obs, dict):
+        return {k: _fingerprint(v) for k, v in obs.items()}
+    if all(hasattr(obs, a) for a in ("tobytes", "mode", "size")):  # a PIL image
+        return ("image", obs.mode, obs.size, hashlib.sha256(obs.tobytes()).hexdigest())
+    return repr(obs)
 
 
 def _check_step_types(env: Env, result: Any) -> None:
@@ -115,7 +128,7 @@ def _continue(env: Env, steps: int) -> list[Any]:
     for _ in range(steps):
         action = env.sample_random_action()
         obs, reward, terminated, truncated, _ = env.step(action)
-        transcript.append((action, repr(obs), reward, terminated, truncated))
+        transcript.append((action, _fingerprint(obs), reward, terminated, truncated))
         if terminated or truncated:
             break
     return transcript

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gem_core.core import Env, StepResult, Wrapper
+from gem_core.observation import MultimodalObservation, text_only_error
 
 
 class TimeLimit(Wrapper):
@@ -65,6 +66,8 @@ class ContextBudget(Wrapper):
         return obs, reward, terminated, truncated, info
 
     def _fit(self, obs: str, info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if isinstance(obs, MultimodalObservation):
+            raise text_only_error("ContextBudget")
         if not isinstance(obs, str):
             raise TypeError(f"ContextBudget caps text observations, got {type(obs).__name__}")
         if self.max_chars is not None:

@@ -7,6 +7,10 @@ All of them keep the episode's history (observations and actions) and differ onl
   ``LastKTurns``              the first observation (the rules) and the last ``k`` turns
   ``ChatMessages``            a list of ``{"role", "content"}`` messages (user = env, assistant = agent)
   ``ChatTemplate``            those messages rendered by a tokenizer's chat template, ready to generate
+
+Image observations (``gem_core.observation.MultimodalObservation``): ``ChatMessages`` shows them as
+content lists with image entries (the form multimodal chat templates accept); the wrappers that render
+text refuse them with a ``TypeError`` instead of dropping the images.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ from __future__ import annotations
 from typing import Any
 
 from gem_core.core import Env, StepResult, Wrapper
+from gem_core.observation import MultimodalObservation, text_only_error
 
 
 class HistoryWrapper(Wrapper):
     """Base: records ``observations`` and ``actions`` of the episode and renders them with ``render``."""
+
+    accepts_images = False  # whether ``render`` can show a MultimodalObservation's images
 
     def __init__(self, env: Env):
         super().__init__(env)
@@ -26,17 +33,23 @@ class HistoryWrapper(Wrapper):
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, **kwargs)
+        self._check(obs)
         self.observations, self.actions = [obs], []
         return self.render(), info
 
     def step(self, action: str) -> StepResult:
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self._check(obs)
         self.actions.append(action)
         self.observations.append(obs)
         return self.render(), reward, terminated, truncated, info
 
     def render(self) -> Any:
         raise NotImplementedError
+
+    def _check(self, obs: Any) -> None:
+        if isinstance(obs, MultimodalObservation) and not self.accepts_images:
+            raise text_only_error(type(self).__name__)
 
 
 class ConcatObservations(HistoryWrapper):
@@ -82,17 +95,20 @@ class LastKTurns(HistoryWrapper):
 
 
 class ChatMessages(HistoryWrapper):
-    """The episode as chat messages; an optional system prompt comes first."""
+    """The episode as chat messages; an optional system prompt comes first. An image observation's
+    content is a list: ``[{"type": "image", "image": <PIL.Image>}, ..., {"type": "text", "text": ...}]``."""
+
+    accepts_images = True
 
     def __init__(self, env: Env, system_prompt: str | None = None):
         super().__init__(env)
         self.system_prompt = system_prompt
 
-    def render(self) -> list[dict[str, str]]:
+    def render(self) -> list[dict[str, Any]]:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        messages.append({"role": "user", "content": self.observations[0]})
+        messages.append({"role": "user", "content": _content(self.observations[0])})
         for action, obs in zip(self.actions, self.observations[1:]):
-            messages += [{"role": "assistant", "content": action}, {"role": "user", "content": obs}]
+            messages += [{"role": "assistant", "content": action}, {"role": "user", "content": _content(obs)}]
         return messages
 
 
@@ -103,6 +119,7 @@ class ChatTemplate(ChatMessages):
     """
 
     _static_attributes = ("tokenizer",)
+    accepts_images = False  # the rendered text would keep only the template's image placeholders
 
     def __init__(self, env: Env, tokenizer: Any, system_prompt: str | None = None, **template_kwargs: Any):
         super().__init__(env, system_prompt)
@@ -113,3 +130,7 @@ class ChatTemplate(ChatMessages):
         return self.tokenizer.apply_chat_template(
             super().render(), tokenize=False, add_generation_prompt=True, **self.template_kwargs
         )
+
+
+def _content(obs: Any) -> Any:
+    return obs.to_chat_content() if isinstance(obs, MultimodalObservation) else obs
