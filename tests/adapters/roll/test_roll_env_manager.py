@@ -75,9 +75,9 @@ except Exception as exc:  # ImportError, or one of ROLL's dependencies failing o
         allow_module_level=True,
     )
 
-from gem_adapters.advantages import compute_advantages
-from gem_adapters.roll.env import RollEnv
-from tests.adapters.roll.players import agent_action
+from gem_adapters.advantages import compute_advantages  # noqa: E402
+from gem_adapters.roll.env import RollEnv  # noqa: E402
+from tests.adapters.roll.players import agent_action  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[3] / "examples" / "roll"
 INTERPOLATION_HELPERS = {"hydra", "max_tokens_per_step", "max_actions_per_traj"}
