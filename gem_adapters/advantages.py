@@ -40,7 +40,8 @@ the variance exact where ``E[G^2] - E[G]^2`` would cancel). With torch.distribut
         return x
 
 Placing per-turn numbers on tokens: ``turn_values_to_tokens`` for one token sequence and its turn
-spans (see ``gem_adapters.trajectory``).
+spans (see ``gem_adapters.trajectory``); ``mask_runs`` recovers the spans from a trainer's loss mask
+when only the mask travels with the batch (the env and template ids between two actions have mask 0).
 """
 
 from __future__ import annotations
@@ -315,6 +316,16 @@ def turn_values_to_tokens(
     if loss_mask is not None:
         out *= _to_numpy(loss_mask) != 0
     return _like(out, per_turn_values)
+
+
+def mask_runs(mask: Any) -> list[tuple[int, int]]:
+    """``(start, end)`` of every maximal run of nonzero entries of a 1-D mask (list, numpy or torch):
+    the turn spans of a sequence whose actions are separated by mask-0 ids."""
+    m = _to_numpy(mask, dtype=None)
+    if m.ndim != 1:
+        raise ValueError(f"mask_runs takes one 1-D mask, got shape {m.shape}")
+    edges = np.diff(np.concatenate([[False], m != 0, [False]]).astype(np.int8))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
 
 
 # ---- numpy / torch boundary ---------------------------------------------------------------------

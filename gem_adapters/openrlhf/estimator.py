@@ -61,6 +61,7 @@ from gem_adapters.advantages import (
     ESTIMATORS,
     compute_advantages_flat,
     discounted_returns,
+    mask_runs,
     turn_values_to_tokens,
 )
 
@@ -81,13 +82,6 @@ def configured_estimator() -> str | None:
     if name is not None and name not in estimator_names():
         raise ValueError(f"{ESTIMATOR_ENV}={name!r}: choose one of {estimator_names()}")
     return name
-
-
-def mask_runs(mask: Any) -> list[tuple[int, int]]:
-    """``(start, end)`` of every maximal run of nonzero entries of a 1-D mask."""
-    m = _numpy(mask).reshape(-1) != 0
-    edges = np.diff(np.concatenate([[False], m, [False]]).astype(np.int8))
-    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
 
 
 def compute_advantages_and_returns(self: Any, experiences: list[Any], *, estimator: str) -> list[Any]:

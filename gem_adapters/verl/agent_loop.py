@@ -47,9 +47,9 @@ from pydantic import Field
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
+from gem_adapters.advantages import mask_runs
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_adapters.verl.dataset import AGENT_NAME, Task, system_prompt_of, task_from_row
-from gem_adapters.verl.estimators import mask_runs
 
 
 class GemAgentLoopOutput(AgentLoopOutput):

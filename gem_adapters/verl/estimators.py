@@ -41,18 +41,12 @@ from gem_adapters.advantages import (
     ESTIMATORS,
     compute_advantages_flat,
     discounted_returns,
+    mask_runs,
     turn_values_to_tokens,
 )
 
 PREFIX = "gem_"
 NEEDS_VALUES = frozenset({"gae"})
-
-
-def mask_runs(mask: Any) -> list[tuple[int, int]]:
-    """``(start, end)`` of every maximal run of nonzero entries of a 1-D mask."""
-    m = np.asarray(mask).reshape(-1) != 0
-    edges = np.diff(np.concatenate([[False], m, [False]]).astype(np.int8))
-    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
 
 
 def turns_from_tokens(

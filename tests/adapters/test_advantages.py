@@ -16,6 +16,7 @@ from gem_adapters.advantages import (
     compute_advantages,
     compute_advantages_flat,
     discounted_returns,
+    mask_runs,
     register_estimator,
     turn_values_to_tokens,
 )
@@ -127,6 +128,37 @@ def test_turn_values_to_tokens():
     np.testing.assert_array_equal(as_tensor.numpy(), out)
     with pytest.raises(ValueError, match="outside"):
         turn_values_to_tokens([1.0], [(3, 9)], 8)
+
+
+def test_mask_runs_by_hand():
+    assert mask_runs([0, 1, 1, 0, 0, 1, 0, 1]) == [(1, 3), (5, 6), (7, 8)]
+    assert mask_runs([1, 1, 0, 1]) == [(0, 2), (3, 4)]
+    assert mask_runs([]) == [] and mask_runs([0, 0]) == [] and mask_runs([1, 1]) == [(0, 2)]
+    # Any nonzero entry counts, in any array kind; the spans are plain ints.
+    assert mask_runs(np.array([0.5, -2.0, 0.0, 3.0])) == [(0, 2), (3, 4)]
+    runs = mask_runs(torch.tensor([False, True, True, False]))
+    assert runs == [(1, 3)] and all(type(i) is int for span in runs for i in span)
+    assert mask_runs(torch.tensor([0, 2, 0, 1], dtype=torch.int64)) == [(1, 2), (3, 4)]
+    with pytest.raises(ValueError, match="1-D"):
+        mask_runs([[0, 1], [1, 0]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(mask=st.lists(st.sampled_from([0, 0.0, 1, 2, -1.5, True, False]), max_size=40))
+def test_mask_runs_are_the_maximal_nonzero_runs(mask):
+    runs = mask_runs(mask)
+    nonzero = [float(x) != 0 for x in mask]
+    covered = [False] * len(mask)
+    for k, (start, end) in enumerate(runs):
+        assert 0 <= start < end <= len(mask) and all(nonzero[start:end])
+        assert start == 0 or not nonzero[start - 1]  # maximal on the left
+        assert end == len(mask) or not nonzero[end]  # and on the right
+        assert k == 0 or runs[k - 1][1] < start  # in order, separated by a zero
+        covered[start:end] = [True] * (end - start)
+    assert covered == nonzero
+    # The runs are the spans that put one value per turn back on exactly the mask's tokens.
+    ones = turn_values_to_tokens([1.0] * len(runs), runs, len(mask))
+    np.testing.assert_array_equal(ones, np.array(nonzero, dtype=np.float64))
 
 
 # ---- property tests -----------------------------------------------------------------------------
