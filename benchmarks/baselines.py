@@ -78,7 +78,12 @@ def main() -> None:
     )
     parser.add_argument("--episodes", type=int, default=32, help="seeds per env for random and solver")
     parser.add_argument("--smollm2-episodes", type=int, default=8, help="seeds per env for SmolLM2")
-    parser.add_argument("--smollm2-rg-episodes", type=int, default=2, help="seeds per reasoning-gym task")
+    parser.add_argument(
+        "--smollm2-large-episodes",
+        type=int,
+        default=2,
+        help="SmolLM2 seeds per env in categories of more than 20 envs (reasoning-gym, terminal)",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=48, help="SmolLM2 tokens per turn")
     parser.add_argument("--max-context-tokens", type=int, default=768, help="SmolLM2 context per episode")
     parser.add_argument("--agents", default=",".join(AGENTS))
@@ -96,7 +101,8 @@ def main() -> None:
         results = json.loads(store.read_text())["results"]
     threads = os.environ.get("OMP_NUM_THREADS")
     command = ("" if threads is None else f"OMP_NUM_THREADS={threads} ") + "python benchmarks/baselines.py"
-    command += (" " + shlex.join(sys.argv[1:])) if sys.argv[1:] else ""
+    kept = [a for a in sys.argv[1:] if a != "--resume"]  # a resumed run makes the same table
+    command += (" " + shlex.join(kept)) if kept else ""
     started = time.time()
 
     def log(text: str) -> None:
@@ -118,10 +124,9 @@ def main() -> None:
                     todo.remove(env_id)
             if not todo:
                 continue
-            rg = gem_core.spec(todo[0]).category == "rg"
             episodes = args.episodes
             if name == "smollm2":
-                episodes = args.smollm2_rg_episodes if rg else args.smollm2_episodes
+                episodes = args.smollm2_large_episodes if len(group) > 20 else args.smollm2_episodes
             config = EvalConfig(
                 todo,
                 episodes=episodes,
@@ -185,7 +190,7 @@ def _write(
         "",
         f"Every game at easy settings and every offline task set registered at the time. Seeds 0..N-1 per env "
         f"(random and solver: N = {args.episodes}; SmolLM2: N = {args.smollm2_episodes}, and "
-        f"{args.smollm2_rg_episodes} per reasoning-gym task, greedy, the few-shot "
+        f"{args.smollm2_large_episodes} per env in categories of more than 20 envs, greedy, the few-shot "
         f"system prompt of `gem eval`, at most {args.max_new_tokens} new tokens per turn and "
         f"{args.max_context_tokens} tokens per episode (an episode that fills them ends there), on CPU). "
         "Episodes of different envs share generation batches. Success: share of episodes won; return: mean "

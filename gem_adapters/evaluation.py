@@ -364,15 +364,14 @@ def _run_text(agent: Agent, config: EvalConfig, job: Job, tools: list[Any], bar:
             next_obs, reward, terminated, truncated, info = env.step(action)
             episode.turns.append(
                 Turn(
-                    str(obs),
-                    action,
-                    [],
-                    [],
-                    None,
-                    float(reward),
-                    bool(terminated),
-                    bool(truncated),
-                    dict(info),
+                    observation=str(obs),
+                    action=action,
+                    prompt_ids=[],
+                    action_ids=[],
+                    reward=float(reward),
+                    terminated=bool(terminated),
+                    truncated=bool(truncated),
+                    info=dict(info),
                 )
             )
             obs = next_obs
