@@ -40,11 +40,21 @@ it sampled are kept.
 
 Record and replay: ``write_jsonl`` / ``read_jsonl`` store episodes one per line (texts, ids,
 logprobs, rewards, info, env id, seed); ``rescore`` replaces the rewards of stored episodes.
+
+Images: an observation may be a ``gem_core.observation.MultimodalObservation`` (text + PNG images).
+Rendering one needs a multimodal processor (``ChatRenderer(AutoProcessor.from_pretrained(...))``):
+the template places its image placeholder and the processor expands it into the image tokens the
+model expects, so the ids are exactly what the model and a trainer's processor see. ``context()``
+returns ``PromptIds``, a list of ids that also carries ``.images`` (the PNG bytes its image tokens
+stand for, in order), which an image-aware policy reads (``gem_adapters.multimodal``); text policies
+just see the ids. ``Episode.images()`` lists the images of the sequence, and the JSONL form stores
+them as base64 PNG.
 """
 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 import numbers
@@ -52,6 +62,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from gem_core.observation import MultimodalObservation, text_only_error
 
 _USER_PROBE = "GEMPROBEUSERq7"
 _ASSISTANT_PROBE = "GEMPROBEASSISTANTz9"
@@ -61,7 +73,7 @@ _ASSISTANT_PROBE = "GEMPROBEASSISTANTz9"
 class Turn:
     """One action and the env's answer to it."""
 
-    observation: str  # what the model answered to
+    observation: str | MultimodalObservation  # what the model answered to
     action: str  # the generated text (without a generated end-of-turn token), as sent to the env
     prompt_ids: list[int]  # env/template tokens appended before this action (mask 0)
     action_ids: list[int]  # the generated ids exactly as sampled (mask 1)
@@ -101,7 +113,8 @@ class Episode:
     seed: int | None = None
     turns: list[Turn] = field(default_factory=list)
     closing_ids: list[int] = field(default_factory=list)  # template tokens that close the last turn (mask 0)
-    final_observation: str | None = None  # the env's last observation (answered by no action)
+    # the env's last observation (answered by no action)
+    final_observation: str | MultimodalObservation | None = None
     system_prompt: str | None = None
     prefix_messages: list[dict[str, str]] = field(default_factory=list)  # few-shot messages before turn 1
     template_rewrites_history: bool = False
@@ -128,6 +141,15 @@ class Episode:
     @property
     def num_generated_tokens(self) -> int:
         return sum(len(t.action_ids) for t in self.turns)
+
+    def images(self) -> list[bytes]:
+        """The PNG bytes of every image in the sequence, in order (the observations' images)."""
+        return [
+            im
+            for t in self.turns
+            if isinstance(t.observation, MultimodalObservation)
+            for im in t.observation.images
+        ]
 
     # ---- layouts ----------------------------------------------------------------------------------
     def to_sequence(self, include_closing: bool = True) -> TokenSequence:
@@ -172,27 +194,35 @@ class Episode:
             for k, (turn, (start, _)) in enumerate(zip(self.turns, sequence.turn_spans))
         ]
 
-    def messages(self) -> list[dict[str, str]]:
-        """The conversation as chat messages (what a chat template renders)."""
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation as chat messages (what a chat template renders; an image observation's
+        content is a list with an ``{"type": "image"}`` placeholder per image)."""
         out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt is not None else []
         out.extend(dict(m) for m in self.prefix_messages)
         for turn in self.turns:
-            out.append({"role": "user", "content": turn.observation})
+            out.append({"role": "user", "content": _chat_content(turn.observation)})
             out.append({"role": "assistant", "content": turn.action})
         return out
 
     # ---- serialisation ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        for turn, raw in zip(self.turns, data["turns"]):
+            raw["observation"] = _observation_to_json(turn.observation)
+        data["final_observation"] = _observation_to_json(self.final_observation)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Episode:
         known = {f.name for f in fields(cls)}
         episode = cls(**{k: v for k, v in data.items() if k in known and k != "turns"})
+        episode.final_observation = _observation_from_json(episode.final_observation)
         turn_fields = {f.name for f in fields(Turn)}
         episode.turns = [
             Turn(**{k: v for k, v in t.items() if k in turn_fields}) for t in data.get("turns", [])
         ]
+        for turn in episode.turns:
+            turn.observation = _observation_from_json(turn.observation)
         return episode
 
 
@@ -220,7 +250,10 @@ class ChatRenderer:
         check_template: bool = True,
         prefix_messages: Sequence[dict[str, str]] | None = None,
     ):
-        self.tokenizer = tokenizer
+        # A multimodal processor (it has an image processor) renders image observations; its own
+        # tokenizer does everything else.
+        self.processor = tokenizer if hasattr(tokenizer, "image_processor") else None
+        self.tokenizer = tokenizer = tokenizer.tokenizer if self.processor is not None else tokenizer
         self.system_prompt = system_prompt
         self.prefix_messages = [_message(m) for m in prefix_messages or ()]
         self.chat_template = chat_template
@@ -251,9 +284,10 @@ class ChatRenderer:
         self.stop_token_ids: tuple[int, ...] = tuple(stops)
 
     # ---- template access --------------------------------------------------------------------------
-    def render(self, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
+    def render(self, messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
         """The template's text for ``messages`` (what a full re-render gives)."""
-        return self.tokenizer.apply_chat_template(
+        templater = self.processor if getattr(self.processor, "chat_template", None) else self.tokenizer
+        return templater.apply_chat_template(
             messages,
             tokenize=False,
             add_generation_prompt=add_generation_prompt,
@@ -261,7 +295,15 @@ class ChatRenderer:
             **self.template_kwargs,
         )
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, images: Sequence[bytes] = ()) -> list[int]:
+        """``text``'s ids; with ``images`` (PNG bytes), the processor expands the text's image
+        placeholders into the image tokens the model expects."""
+        if images:
+            from PIL import Image
+
+            pictures = [Image.open(io.BytesIO(im)).convert("RGB") for im in images]
+            encoded = self.processor(text=[text], images=pictures, add_special_tokens=False)
+            return [int(i) for i in encoded["input_ids"][0]]
         if self._backend is not None:
             return self._backend.encode(text, add_special_tokens=False).ids
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -272,33 +314,38 @@ class ChatRenderer:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     # ---- the incremental pieces -------------------------------------------------------------------
-    def first_prompt(self, observation: str) -> list[int]:
+    def first_prompt(self, observation: str | MultimodalObservation) -> list[int]:
         """Ids of the system prompt (if any), the prefix messages, the first user turn and the
         generation prompt."""
-        return self.encode(self.first_prompt_text(observation))
+        return self.encode(self.first_prompt_text(observation), _images(observation))
 
-    def continuation(self, observation: str) -> list[int]:
+    def continuation(self, observation: str | MultimodalObservation) -> list[int]:
         """Ids after an assistant turn's content up to the next generation: the end of the assistant
         turn, the user turn holding ``observation`` and the generation prompt. Constant-size probe."""
-        return self.encode(self.continuation_text(observation))
+        return self.encode(self.continuation_text(observation), _images(observation))
 
-    def first_prompt_text(self, observation: str) -> str:
+    def first_prompt_text(self, observation: str | MultimodalObservation) -> str:
         return self.render(
-            [*self._head, {"role": "user", "content": observation}], add_generation_prompt=True
+            [*self._head, {"role": "user", "content": self._content(observation)}], add_generation_prompt=True
         )
 
-    def continuation_text(self, observation: str) -> str:
-        if self._continuation_parts is not None:
+    def continuation_text(self, observation: str | MultimodalObservation) -> str:
+        if self._continuation_parts is not None and isinstance(observation, str):
             before, after = self._continuation_parts
             return before + observation + after
         return self._render_continuation(observation)
 
-    def _render_continuation(self, observation: str) -> str:
+    def _content(self, observation: str | MultimodalObservation) -> Any:
+        if isinstance(observation, MultimodalObservation) and self.processor is None:
+            raise text_only_error("a ChatRenderer built from a text tokenizer")
+        return _chat_content(observation)
+
+    def _render_continuation(self, observation: str | MultimodalObservation) -> str:
         messages = [
             *self._head,
             {"role": "user", "content": _USER_PROBE},
             {"role": "assistant", "content": _ASSISTANT_PROBE},
-            {"role": "user", "content": observation},
+            {"role": "user", "content": self._content(observation)},
         ]
         return _after_probe(self.render(messages, add_generation_prompt=True))
 
@@ -330,7 +377,7 @@ class ChatRenderer:
         return 0
 
     def start(
-        self, observation: str, *, env_id: str | None = None, seed: int | None = None
+        self, observation: str | MultimodalObservation, *, env_id: str | None = None, seed: int | None = None
     ) -> EpisodeBuilder:
         """Begin an episode at its first observation."""
         return EpisodeBuilder(self, observation, env_id=env_id, seed=seed)
@@ -344,7 +391,12 @@ class EpisodeBuilder:
     """
 
     def __init__(
-        self, renderer: ChatRenderer, observation: str, *, env_id: str | None = None, seed: int | None = None
+        self,
+        renderer: ChatRenderer,
+        observation: str | MultimodalObservation,
+        *,
+        env_id: str | None = None,
+        seed: int | None = None,
     ):
         self.renderer = renderer
         self.episode = Episode(
@@ -353,22 +405,24 @@ class EpisodeBuilder:
             system_prompt=renderer.system_prompt,
             prefix_messages=[dict(m) for m in renderer.prefix_messages],
         )
-        self.ids: list[int] = []
+        self.ids = PromptIds()
         self.done = False
-        self._observation: str | None = observation
+        self._observation: str | MultimodalObservation | None = observation
         self._prompt_ids: list[int] | None = None
         self._closed = 0  # end-of-turn ids the previous action generated itself
         self._texts: list[str] = []  # the rendered text, piece by piece (for the template check)
 
-    def context(self) -> list[int]:
-        """Every id so far plus the prompt for the current observation (rendered once, on first call).
-        The list is the builder's own: read it, do not modify it."""
+    def context(self) -> PromptIds:
+        """Every id so far plus the prompt for the current observation (rendered once, on first call),
+        with the images of those ids in ``.images``. The list is the builder's own: read it, do not
+        modify it."""
         if self.done or self._observation is None:
             raise RuntimeError("the episode has no observation awaiting an action")
         if self._prompt_ids is None:
+            images = _images(self._observation)
             if self.episode.turns:
                 text = self.renderer.continuation_text(self._observation)
-                ids = self.renderer.encode(text)
+                ids = self.renderer.encode(text, images)
                 if ids[: self._closed] != self.renderer.closing_ids[: self._closed]:
                     raise RuntimeError(
                         "the template's end of turn tokenises differently before this observation"
@@ -376,9 +430,10 @@ class EpisodeBuilder:
                 self._prompt_ids = ids[self._closed :]
             else:
                 text = self.renderer.first_prompt_text(self._observation)
-                self._prompt_ids = self.renderer.encode(text)
+                self._prompt_ids = self.renderer.encode(text, images)
             self._texts.append(text)
             self.ids.extend(self._prompt_ids)
+            self.ids.images += images
         return self.ids
 
     def add_action(
@@ -408,7 +463,7 @@ class EpisodeBuilder:
 
     def add_feedback(
         self,
-        observation: str,
+        observation: str | MultimodalObservation,
         reward: float,
         terminated: bool,
         truncated: bool,
@@ -428,6 +483,7 @@ class EpisodeBuilder:
         episode the driver stopped: its last turn is flagged truncated."""
         if self._prompt_ids is not None:  # a prompt was rendered but never answered
             del self.ids[len(self.ids) - len(self._prompt_ids) :]
+            self.ids.images = self.ids.images[: len(self.ids.images) - len(_images(self._observation))]
             self._texts.pop()
             self._prompt_ids = None
         episode = self.episode
@@ -456,6 +512,39 @@ def _message(message: dict[str, str]) -> dict[str, str]:
     ):
         raise ValueError(f"a prefix message is a dict with string 'role' and 'content', got {message!r}")
     return dict(message)
+
+
+class PromptIds(list):
+    """Token ids to generate from (a plain ``list`` of ints), with ``images``: the PNG bytes of the
+    images whose tokens the ids hold, in order (empty for text)."""
+
+    images: tuple[bytes, ...] = ()
+
+
+def as_observation(obs: Any) -> str | MultimodalObservation:
+    """An env's observation as the renderer takes it: text, or text with images."""
+    return obs if isinstance(obs, MultimodalObservation) else str(obs)
+
+
+def _images(observation: Any) -> tuple[bytes, ...]:
+    return observation.images if isinstance(observation, MultimodalObservation) else ()
+
+
+def _chat_content(observation: Any) -> Any:
+    """A message's content: the text, or for an image observation the content list with placeholders."""
+    if isinstance(observation, MultimodalObservation):
+        return observation.to_chat_content(with_images=False)
+    return observation
+
+
+def _observation_to_json(observation: Any) -> Any:
+    return observation.to_json_dict() if isinstance(observation, MultimodalObservation) else observation
+
+
+def _observation_from_json(data: Any) -> Any:
+    if isinstance(data, dict) and "images_png_base64" in data:
+        return MultimodalObservation.from_json_dict(data)
+    return data
 
 
 def _after_probe(text: str) -> str:
