@@ -76,8 +76,10 @@ except Exception as exc:  # ImportError, or one of ROLL's dependencies failing o
     )
 
 from gem_adapters.advantages import compute_advantages  # noqa: E402
+from gem_adapters.roll import NAMESPACE  # noqa: E402
 from gem_adapters.roll.env import RollEnv  # noqa: E402
 from tests.adapters.roll.players import agent_action  # noqa: E402
+from tests.adapters.roll.test_train_roll_example import load_example  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[3] / "examples" / "roll"
 INTERPOLATION_HELPERS = {"hydra", "max_tokens_per_step", "max_actions_per_traj"}
@@ -99,9 +101,9 @@ class PlayerProxy(BaseLLMProxy):
         return lm_input
 
 
-def roll_config(name: str, tmp_path: Path) -> AgenticConfig:
+def roll_config(name: str, tmp_path: Path, config_dir: Path = CONFIGS) -> AgenticConfig:
     """The YAML composed by Hydra and turned into ROLL's AgenticConfig, as start_agentic_pipeline.py does."""
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base=None):
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         cfg = compose(
             config_name=name,
             overrides=[f"logging_dir={tmp_path}/logs", f"output_dir={tmp_path}/out", "pretrain=unused/model"],
@@ -148,14 +150,12 @@ def build_manager(config: AgenticConfig, env_id: int, tokenizer):
     )
 
 
-def play_episode(
-    manager, agent: random.Random, p_random: float, episode_id: int = 0
-) -> tuple[DataProto, list]:
+def play_episode(manager, seed: int, agent: random.Random, p_random: float) -> tuple[DataProto, list]:
     """One episode through the manager's make_decision / step / formulate_rollouts, labelled with
-    ``traj_group_id`` and ``traj_id`` as ``run_rollout_loop`` labels it; also returns the step history."""
+    ``traj_group_id`` and ``traj_id`` as ``run_rollout_loop`` labels it; also returns the step history.
+    (``seed`` replaces ROLL's group seed + episode id: ROLL draws group seeds from the global RNG.)"""
     cfg = manager.env_config
     manager.llm_proxy.agent, manager.llm_proxy.p_random = agent, p_random
-    seed = cfg["group_seed"] + episode_id  # run_rollout_loop with meta_info seed 0
     # TrajEnvManager.reset, less its Ray queue (episode ids) and tracing:
     manager.rollout_cache = RolloutCache(env_id=cfg["env_id"], group_id=cfg["group_id"], tag=cfg["tag"])
     observation, info = manager.env.reset(seed=seed)
@@ -169,7 +169,7 @@ def play_episode(
         cache = manager.step(lm_output)
     history = [dict(h) for h in cache.history]
     rollout = manager.formulate_rollouts(cache)
-    traj_group_id = f"{cfg['tag']}_{cfg['group_id']}_{episode_id}_{seed - episode_id}"
+    traj_group_id = f"{cfg['tag']}_{cfg['group_id']}_0_{cfg['group_seed']}"  # episode 0 of the group
     n = rollout.batch.batch_size[0]
     rollout.non_tensor_batch["traj_group_id"] = np.array([traj_group_id] * n, dtype=object)
     rollout.non_tensor_batch["traj_id"] = np.array([f"{traj_group_id}_{cfg['env_id']}"] * n, dtype=object)
@@ -218,7 +218,7 @@ def test_rebn_config_in_step_concat_env_managers_equals_gem_rebn(tmp_path, token
 
     rollouts, rewards = [], []
     for env_id, manager in enumerate(managers):
-        rollout, history = play_episode(manager, random.Random(env_id), p_random=0.25 * (env_id % 4))
+        rollout, history = play_episode(manager, 100 + env_id, random.Random(env_id), 0.25 * (env_id % 4))
         turns = [h for h in history if "reward" in h]
         assert rollout.batch.batch_size[0] == len(turns)  # one sample per turn
         assert [float(s) for s in rollout.non_tensor_batch["step_scores"]] == [h["reward"] for h in turns]
@@ -227,12 +227,12 @@ def test_rebn_config_in_step_concat_env_managers_equals_gem_rebn(tmp_path, token
         assert "env/GemCoreGame/success" in rollout.meta_info["metrics"]
         rollouts.append(rollout)
         rewards.append([h["reward"] for h in turns])
-    assert len({round(sum(r), 6) for r in rewards}) > 2  # returns differ: the comparison means something
 
     batch = advantage_phase(DataProto.concat(rollouts), config)
     roll = sample_advantages(batch)
     ours = np.concatenate(compute_advantages("rebn", rewards, gamma=config.step_reward_gamma))
     n = len(ours)
+    assert len(np.unique(np.round(ours, 6))) > 5  # returns differ: the comparison means something
     np.testing.assert_allclose(roll, ours * math.sqrt((n - 1) / n), rtol=1e-5, atol=2e-6)
 
 
@@ -245,7 +245,8 @@ def test_grpo_config_in_traj_env_managers_equals_gem_grpo(tmp_path, tokenizer):
     rollouts, rewards, groups = [], [], []
     for env_id, manager in enumerate(managers):
         p_random = 0.0 if env_id < group_size else 0.3  # group 0: the solver alone, identical returns
-        rollout, history = play_episode(manager, random.Random(env_id), p_random)
+        seed = 100 + manager.env_config["group_id"]  # the episodes of a group share their start
+        rollout, history = play_episode(manager, seed, random.Random(env_id), p_random)
         assert rollout.batch.batch_size[0] == 1  # one sample per episode
         turns = [h for h in history if "reward" in h]
         rollouts.append(rollout)
@@ -258,3 +259,25 @@ def test_grpo_config_in_traj_env_managers_equals_gem_grpo(tmp_path, tokenizer):
     ours = np.array([a[0] for a in compute_advantages("grpo", rewards, group_ids=groups)])
     np.testing.assert_allclose(roll, ours, rtol=1e-5, atol=2e-6)
     assert np.all(roll[:group_size] == 0) and np.any(np.abs(roll[group_size:]) > 0.1)
+
+
+@pytest.mark.parametrize(("algorithm", "manager"), [("rebn", StepConcatEnvManager), ("grpo", TrajEnvManager)])
+def test_configs_written_by_train_roll_build_roll_configs(tmp_path, algorithm, manager):
+    example = load_example()
+    args = example.parse_args(
+        [
+            "--algorithm",
+            algorithm,
+            "--env-id",
+            "game:Wordle-v0-easy",
+            "--output-dir",
+            str(tmp_path),
+            "--dry-run",
+        ]
+    )
+    path = example.write_config(args, model_path="unused/model")
+    config = roll_config(path.stem, tmp_path, config_dir=path.parent)
+    env_configs = [c for rank in config.train_env_manager.env_configs.values() for c in rank.values()]
+    assert len(env_configs) == args.episodes_per_step == config.rollout_batch_size
+    assert {c["env_type"] for c in env_configs} == {NAMESPACE + "game:Wordle-v0-easy"}
+    assert safe_import_class(env_configs[0]["env_manager_cls"]) is manager
