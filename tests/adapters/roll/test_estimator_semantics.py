@@ -1,7 +1,7 @@
 """The advantages that ROLL computes under examples/roll/*.yaml equal gem_adapters.advantages on the same episodes.
 
 ROLL is not on PyPI, so its arithmetic is written out below from its source (alibaba/ROLL, main of
-2026-08), in torch float32 as ROLL runs it, and driven by the YAML's fields:
+commit 8eb27cc of 2026-08-18), in torch float32 as ROLL runs it, and driven by the YAML's fields:
 
 * ``roll/pipeline/agentic/utils.py::compute_discounted_returns``: for ``step_reinforce`` each turn
   sample of a trajectory gets ``step_rewards[t] = r_t + step_reward_gamma * step_rewards[t+1]``;
