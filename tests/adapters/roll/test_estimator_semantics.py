@@ -1,6 +1,6 @@
 """The advantages that ROLL computes under examples/roll/*.yaml equal gem_adapters.advantages on the same episodes.
 
-ROLL is not on PyPI, so its arithmetic is written out below from its source (alibaba/ROLL, main of
+ROLL is not on PyPI, so its arithmetic is written out below from its source (alibaba/ROLL, main at
 commit 8eb27cc of 2026-08-18), in torch float32 as ROLL runs it, and driven by the YAML's fields:
 
 * ``roll/pipeline/agentic/utils.py::compute_discounted_returns``: for ``step_reinforce`` each turn
