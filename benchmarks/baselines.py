@@ -29,6 +29,7 @@ from gem_core.envs.games import ALIASES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 AGENTS = ("random", "solver", "smollm2")
+CONCURRENCY = 16  # episodes generated as one batch
 
 
 def baseline_envs() -> list[str]:
@@ -127,28 +128,31 @@ def main() -> None:
             episodes = args.episodes
             if name == "smollm2":
                 episodes = args.smollm2_large_episodes if len(group) > 20 else args.smollm2_episodes
-            config = EvalConfig(
-                todo,
-                episodes=episodes,
-                max_new_tokens=args.max_new_tokens,
-                max_context_tokens=args.max_context_tokens,
-            )
-            agent = agent or load_agent(name, config)
-            log(f"{name}: {len(todo)} envs x {episodes} episodes ({gem_core.spec(todo[0]).category})")
-            t0 = time.perf_counter()
-            result = evaluate(
-                name,
-                config,
-                Path(args.work_dir) / name / gem_core.spec(todo[0]).category,
-                progress=False,
-                agent=agent,
-            )
-            seconds = time.perf_counter() - t0
-            for env_id in todo:
-                results.setdefault(env_id, {})[name] = result.metrics["envs"][env_id]
-                log(f"  {name:8s} {env_id:36s} {_brief(results[env_id][name])}")
-            log(f"{name}: group done in {seconds:.0f} s")
-            _write(out, store, command, args, envs, results, broken)
+            agent = agent or load_agent(name, EvalConfig(todo))
+            # One batch of episodes per call: no batching is lost, and each finished call is saved.
+            per_call = max(1, CONCURRENCY // episodes)
+            for start in range(0, len(todo), per_call):
+                ids = todo[start : start + per_call]
+                config = EvalConfig(
+                    ids,
+                    episodes=episodes,
+                    max_new_tokens=args.max_new_tokens,
+                    max_context_tokens=args.max_context_tokens,
+                    concurrency=CONCURRENCY,
+                )
+                t0 = time.perf_counter()
+                result = evaluate(
+                    name,
+                    config,
+                    Path(args.work_dir) / name / ids[0].replace(":", "_"),
+                    progress=False,
+                    agent=agent,
+                )
+                for env_id in ids:
+                    results.setdefault(env_id, {})[name] = result.metrics["envs"][env_id]
+                    log(f"{name:8s} {env_id:36s} {_brief(results[env_id][name])}")
+                log(f"{name}: {len(ids)} envs x {episodes} episodes in {time.perf_counter() - t0:.0f} s")
+                _write(out, store, command, args, envs, results, broken)
     _write(out, store, command, args, envs, results, broken)
 
 
@@ -194,7 +198,8 @@ def _write(
         f"system prompt of `gem eval`, at most {args.max_new_tokens} new tokens per turn and "
         f"{args.max_context_tokens} tokens per episode (an episode that fills them ends there), on CPU). "
         "Episodes of different envs share generation batches. Success: share of episodes won; return: mean "
-        "episode return; fmt err: share of SmolLM2's turns with no parsable answer. — : no scripted solver. "
+        "episode return; fmt err: share of SmolLM2's turns with no parsable answer. — : no scripted solver; "
+        "… : not run (a run cut short; `--resume` continues it). "
         "One cell again: `gem eval --model random|solver|smollm2 --env ID --episodes N`.",
         "",
         "| env | random success | random return | solver success | solver return | SmolLM2 success "
