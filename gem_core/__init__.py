@@ -2,7 +2,7 @@
 
 from gem_core.checker import check_env
 from gem_core.core import Env, Wrapper
-from gem_core.registry import EnvNotFoundError, EnvSpec, list_envs, make, make_vec, register, spec
+from gem_core.registry import EnvNotFoundError, EnvSpec, list_envs, make, make_vec, register, spec, unregister
 
 __all__ = [
     "Env",
@@ -15,5 +15,6 @@ __all__ = [
     "make_vec",
     "register",
     "spec",
+    "unregister",
 ]
 __version__ = "0.1.0"

@@ -72,6 +72,11 @@ def register(
     return spec
 
 
+def unregister(id: str) -> EnvSpec:
+    """Remove ``id`` from the registry (e.g. an env a test registered) and return its spec."""
+    return _REGISTRY.pop(spec(id).id)
+
+
 def spec(id: str) -> EnvSpec:
     """The spec of a registered id, or an ``EnvNotFoundError`` naming close matches."""
     _load_builtin_envs()

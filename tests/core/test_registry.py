@@ -36,10 +36,16 @@ def test_list_envs_patterns():
 
 def test_register_custom_env_and_duplicate_rejected():
     spec = gem_core.register("test:Custom-v0", "tests.core.toy_envs:CountdownEnv", length=2)
-    env = gem_core.make("test:Custom-v0")
-    assert env.length == 2 and env.spec is spec and spec.category == "test"
-    with pytest.raises(ValueError, match="already registered"):
-        gem_core.register("test:Custom-v0", "tests.core.toy_envs:CountdownEnv")
+    try:
+        env = gem_core.make("test:Custom-v0")
+        assert env.length == 2 and env.spec is spec and spec.category == "test"
+        with pytest.raises(ValueError, match="already registered"):
+            gem_core.register("test:Custom-v0", "tests.core.toy_envs:CountdownEnv")
+    finally:
+        assert gem_core.unregister("test:Custom-v0") is spec
+    assert "test:Custom-v0" not in gem_core.list_envs()
+    with pytest.raises(gem_core.EnvNotFoundError):
+        gem_core.unregister("test:Custom-v0")
 
 
 def test_reference_spelling_alias():

@@ -291,14 +291,16 @@ def test_envs_live_where_the_backend_says_and_close_leaves_nothing(backend, buil
 @pytest.mark.parametrize("backend", REMOTE, indirect=True)
 def test_make_vec_factories_cross_the_process_boundary(backend):
     custom = "test:VectorBackendCountdown-v0"
-    if custom not in gem_core.list_envs():  # registered in this process only; the factory carries it
-        gem_core.register(custom, "tests.core.toy_envs:CountdownEnv", length=4)
-    vec = gem_core.make_vec(
-        [custom, "game:GuessTheNumber-v0-easy"],
-        backend=backend,
-        wrappers=[lambda env: TimeLimit(env, 2)],  # a lambda: cloudpickle carries it
-        num_workers=2,
-    )
+    gem_core.register(custom, "tests.core.toy_envs:CountdownEnv", length=4)  # in this process only
+    try:  # the factories carry the spec to the workers
+        vec = gem_core.make_vec(
+            [custom, "game:GuessTheNumber-v0-easy"],
+            backend=backend,
+            wrappers=[lambda env: TimeLimit(env, 2)],  # a lambda: cloudpickle carries it
+            num_workers=2,
+        )
+    finally:
+        gem_core.unregister(custom)
     try:
         assert [s.id for s in vec.get_attr("spec")] == [custom, "game:GuessTheNumber-v0-easy"]
         assert vec.get_attr("max_turns") == [2, 2]

@@ -48,8 +48,11 @@ class ActionLengthEnv(gem_core.Env):
         return "x" * self.action_rng.randint(0, 9)
 
 
-if TEST_ENV not in gem_core.list_envs():
+@pytest.fixture(scope="module", autouse=True)
+def action_length_env():
     gem_core.register(TEST_ENV, ActionLengthEnv, description="test env: reward by action length")
+    yield
+    gem_core.unregister(TEST_ENV)
 
 
 class ProbeTrainer(GEMGRPOTrainer):
