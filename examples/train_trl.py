@@ -20,6 +20,7 @@ directory receives ``metrics.csv`` (one row per step, eval rows at the start and
 from __future__ import annotations
 
 import csv
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -28,22 +29,27 @@ from pathlib import Path
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is flagged experimental in TRL 1.16
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-DEMONSTRATION = (
-    "You are playing a number guessing game. Answer with one guess written as \\boxed{N} and nothing else.\n"
-    "Example:\n"
-    "User: I am thinking of an integer between 1 and 10 (inclusive).\n"
-    "Assistant: \\boxed{5}\n"
-    "User: 5 is wrong: the number is higher.\n"
-    "Assistant: \\boxed{8}"
-)
+# A worked game in the chat before the real one: SmolLM2-135M rarely answers in \boxed{} without it.
+DEMONSTRATION = [
+    {"role": "user", "content": "Guess my number between 1 and 10. Reply with your guess inside \\boxed{}."},
+    {"role": "assistant", "content": "\\boxed{5}"},
+    {"role": "user", "content": "5 is wrong: the number is higher."},
+    {"role": "assistant", "content": "\\boxed{8}"},
+    {"role": "user", "content": "Correct! The number was 8. Let's play again."},
+    {"role": "assistant", "content": "OK."},
+]
 
 
 @dataclass
 class Args:
     # the task
     env_id: str = field(default="game:GuessTheNumber-v0-easy", metadata={"help": "A gem_core env id."})
-    system_prompt: str = field(
-        default=DEMONSTRATION, metadata={"help": "System message (a worked example gets SmolLM2 to play)."}
+    system_prompt: str | None = field(
+        default=None, metadata={"help": "System message (None: the template's)."}
+    )
+    demonstration: str = field(
+        default=json.dumps(DEMONSTRATION),
+        metadata={"help": "JSON list of chat messages shown before each episode (mask 0); '[]' for none."},
     )
     max_turns: int | None = field(
         default=None, metadata={"help": "Actions per episode (None: the env's limit)."}
@@ -84,6 +90,17 @@ class Args:
     vllm_gpu_memory_utilization: float = 0.3
     bf16: bool | None = field(default=None, metadata={"help": "Default: on a bf16-capable GPU only."})
     gradient_checkpointing: bool = False
+
+
+def with_demonstration(chat_template: str, messages: list[dict]) -> str:
+    """``chat_template`` rendering ``messages`` after the system message (if any), before the conversation."""
+    if not messages:
+        return chat_template
+    demo = json.dumps(messages)
+    return (
+        f"{{%- set messages = (messages[:1] + {demo} + messages[1:]) "
+        f"if messages and messages[0]['role'] == 'system' else ({demo} + messages) -%}}" + chat_template
+    )
 
 
 def load_policy(args: Args):
@@ -147,7 +164,10 @@ def main(args: Args) -> dict[str, list[dict]]:
     out.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_policy(args)
     renderer = ChatRenderer(
-        tokenizer, args.system_prompt, template_kwargs={"enable_thinking": args.enable_thinking}
+        tokenizer,
+        args.system_prompt,
+        chat_template=with_demonstration(tokenizer.chat_template, json.loads(args.demonstration)),
+        template_kwargs={"enable_thinking": args.enable_thinking},
     )
 
     config = GEMGRPOConfig(
