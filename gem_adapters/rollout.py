@@ -1,23 +1,39 @@
-"""The rollout driver: plays N envs against a policy and returns token-exact episodes.
+"""The rollout drivers: play envs against a policy and return token-exact episodes.
 
-Every env runs its own episode; episodes finish independently (an env that finishes simply leaves the
-batch). Each round, the contexts of all envs still playing go to the policy as one batch, and the
-actions go to the vector env as one subset step (``{index: action}``). ``arollout`` is the asyncio
-variant: each env is a coroutine that plays at its own pace; generation requests and env steps
-issued at the same time are merged into one batched ``generate`` call and one vector step.
+``rollout`` plays N envs in rounds: every env runs its own episode and episodes finish independently
+(an env that finishes simply leaves the batch); each round, the contexts of all envs still playing go
+to the policy as one batch, and the actions go to the vector env as one subset step
+(``{index: action}``). ``arollout`` is the asyncio variant: each env is a coroutine that plays at its
+own pace; generation requests and env steps issued at the same time are merged into one batched
+``generate`` call and one vector step.
+
+``aplay_episode`` plays one env with an async ``generate(prompt_ids, params) -> Generation``
+callback: the driver for trainers whose rollout engines serve one request at a time (verl's agent
+loops, OpenRLHF's agent executors); each env of ``arollout`` is played by it too. All three drivers
+share one turn step (``_Player``): the next action's token budget, the action, the env's answer,
+the stop; a framework adapter adds only its engine call and its output format.
 
 Limits:
-  ``max_turns``           actions per episode; an episode stopped here has its last turn flagged
-                          truncated and ``episode.info["stopped_by"] = "max_turns"``.
-  ``max_new_tokens``      per turn.
-  ``max_context_tokens``  the whole sequence (``episode.to_sequence()``, end-of-turn ids included). A
-                          turn generates at most what still fits; when not one token fits the
-                          episode ends with ``info["stopped_by"] = "max_context_tokens"``.
+  ``max_turns``            actions per episode; an episode stopped here has its last turn flagged
+                           truncated and ``episode.info["stopped_by"] = "max_turns"``.
+  ``max_new_tokens``       per turn (None: no cap of its own, only the two budgets below).
+  ``max_context_tokens``   the whole sequence (``episode.to_sequence()``, end-of-turn ids included).
+  ``max_response_tokens``  every id after the first prompt (env and template ids and the closing
+                           end-of-turn ids included): the response budget of verl
+                           (``rollout.response_length``) and OpenRLHF.
+  A turn generates at most what still fits every budget, keeping room for the end-of-turn ids that
+  close a cut-off action; when not one token fits, the episode ends with ``info["stopped_by"] =
+  "max_context_tokens"`` (for either budget). A backend that returns more ids than asked for is cut
+  to the budget (``finish_reason="length"``); one that returns no id at all ends the episode with
+  ``info["stopped_by"] = "empty_generation"``.
 
 Envs come as a vector env (``gem_core.make_vec(..., autoreset_mode="disabled")`` is the natural fit;
 finished envs are never stepped again, so ``next_step`` works too), or as env ids, from which a vector
-env is built and closed here. Chat history is the renderer's job (``gem_adapters.trajectory``): envs
-need no history wrapper.
+env is built and closed here. ``aplay_episode`` takes one env: a gem_core env (its ``reset`` and
+``step`` run in a worker thread, so concurrent episodes overlap) or any object with coroutine
+``reset(seed=...)`` and ``step(action)`` of the same results (e.g. an adapter around a framework's
+own env object). Chat history is the renderer's job (``gem_adapters.trajectory``): envs need no
+history wrapper.
 
 Seeds: ``seeds=s`` gives env ``i`` the seed ``s + i``; a list gives one per env. Repeat a seed to put
 several episodes in a GRPO group (same env id and seed = same initial state).
@@ -26,12 +42,17 @@ several episodes in a GRPO group (same env id and seed = same initial state).
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingParams, as_policy
-from gem_adapters.trajectory import ChatRenderer, Episode, EpisodeBuilder
+from gem_adapters.trajectory import ChatRenderer, Episode, EpisodeBuilder, as_observation
+
+Generate = Callable[[list[int], SamplingParams], Awaitable[Generation]]
+StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 
 
 def rollout(
@@ -42,42 +63,48 @@ def rollout(
     seeds: int | Sequence[int | None] | None = None,
     num_envs: int | None = None,
     max_turns: int | None = None,
-    max_new_tokens: int = 256,
+    max_new_tokens: int | None = 256,
     max_context_tokens: int | None = None,
+    max_response_tokens: int | None = None,
     sampling: SamplingParams | None = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> list[Episode]:
     """Play one episode in every env; returns the episodes in env order.
 
     ``envs``: a gem_core vector env, an env id (``num_envs`` copies) or a list of env ids.
-    ``sampling`` sets temperature/top-p/top-k/seed; its stop tokens default to the renderer's.
+    ``sampling`` sets temperature/top-p/top-k/seed; its stop tokens default to the renderer's (its
+    ``max_new_tokens`` is replaced by each turn's budget).
     """
-    driver = _Driver(
-        envs,
-        as_policy(policy),
-        renderer,
-        num_envs,
-        env_kwargs,
-        max_turns,
-        max_new_tokens,
-        max_context_tokens,
-        sampling,
+    limits = _Limits.make(
+        renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
     )
-    with driver:
-        obs, _ = driver.vec.reset(seed=driver.seed_list(seeds))
-        driver.start(obs)
-        while driver.active:
-            for params, indices in driver.next_requests().items():
-                generations = driver.policy.generate([driver.builders[i].context() for i in indices], params)
+    policy = as_policy(policy)
+    with _VectorEnv(envs, num_envs, env_kwargs) as vec:
+        observations, _ = vec.reset(seed=_seed_list(seeds, vec.num_envs))
+        players = _start_players(vec, observations, renderer, limits)
+        active = list(range(len(players)))
+        while active:
+            requests: dict[SamplingParams, list[int]] = {}  # params differ only near a budget's end
+            for i in active:
+                params = players[i].next_params()
+                if params is not None:
+                    requests.setdefault(params, []).append(i)
+            for params, indices in requests.items():
+                generations = policy.generate([players[i].builder.context() for i in indices], params)
                 if len(generations) != len(indices):
                     raise RuntimeError(
                         f"the policy returned {len(generations)} generations for {len(indices)} prompts"
                     )
-                actions = {i: driver.act(i, g) for i, g in zip(indices, generations)}
-                results = driver.vec.step(actions)
-                for i in actions:
-                    driver.feedback(i, *(field[i] for field in results))
-        return driver.episodes()
+                actions = {}
+                for i, generation in zip(indices, generations):
+                    action = players[i].act(generation)
+                    if action is not None:
+                        actions[i] = action
+                if actions:
+                    for i, result in zip(actions, _step_subset(vec, list(actions.items()))):
+                        players[i].feedback(*result)
+            active = [i for i in active if players[i].episode is None]
+        return [player.episode for player in players]  # type: ignore[misc]
 
 
 async def arollout(
@@ -88,40 +115,67 @@ async def arollout(
     seeds: int | Sequence[int | None] | None = None,
     num_envs: int | None = None,
     max_turns: int | None = None,
-    max_new_tokens: int = 256,
+    max_new_tokens: int | None = 256,
     max_context_tokens: int | None = None,
+    max_response_tokens: int | None = None,
     sampling: SamplingParams | None = None,
     env_kwargs: dict[str, Any] | None = None,
 ) -> list[Episode]:
     """``rollout`` for asyncio: each env plays as its own coroutine (see the module docstring)."""
-    driver = _Driver(
-        envs,
-        as_policy(policy),
-        renderer,
-        num_envs,
-        env_kwargs,
-        max_turns,
-        max_new_tokens,
-        max_context_tokens,
-        sampling,
+    limits = _Limits.make(
+        renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
     )
-    with driver:
-        obs, _ = await asyncio.to_thread(driver.vec.reset, seed=driver.seed_list(seeds))
-        driver.start(obs)
-        stepper = Coalescer(lambda _, items: _step_subset(driver.vec, items))
+    policy = as_policy(policy)
+    with _VectorEnv(envs, num_envs, env_kwargs) as vec:
+        observations, _ = await asyncio.to_thread(vec.reset, seed=_seed_list(seeds, vec.num_envs))
+        players = _start_players(vec, observations, renderer, limits)
+        stepper = Coalescer(lambda _, items: _step_subset(vec, items))
 
-        async def play(i: int) -> None:
-            while i in driver.active:
-                params = driver.params_for(i)
-                if params is None:
-                    continue  # params_for finished the episode (no room left in the context)
-                (generation,) = await driver.policy.agenerate([driver.builders[i].context()], params)
-                action = driver.act(i, generation)
+        async def generate(prompt_ids: list[int], params: SamplingParams) -> Generation:
+            (generation,) = await policy.agenerate([prompt_ids], params)
+            return generation
+
+        def step_of(i: int) -> Callable[[str], Awaitable[StepResult]]:
+            async def step(action: str) -> StepResult:
                 (result,) = await stepper.submit(None, [(i, action)])
-                driver.feedback(i, *result)
+                return result
 
-        await asyncio.gather(*(play(i) for i in range(driver.vec.num_envs)))
-        return driver.episodes()
+            return step
+
+        return list(
+            await asyncio.gather(*(_play(player, generate, step_of(i)) for i, player in enumerate(players)))
+        )
+
+
+async def aplay_episode(
+    env: Any,
+    generate: Generate,
+    renderer: ChatRenderer,
+    *,
+    seed: int | None = None,
+    env_id: str | None = None,
+    max_turns: int | None = None,
+    max_new_tokens: int | None = 256,
+    max_context_tokens: int | None = None,
+    max_response_tokens: int | None = None,
+    sampling: SamplingParams | None = None,
+) -> Episode:
+    """Reset ``env`` with ``seed`` and play one episode, awaiting ``generate(prompt_ids, params)`` for
+    every action: ``prompt_ids`` is the context to continue (a copy; a ``PromptIds``, whose
+    ``.images`` hold an image observation's images), ``params`` is ``sampling`` with this turn's
+    budget as ``max_new_tokens`` and the renderer's stop tokens unless ``sampling`` names its own.
+    ``env_id`` defaults to ``env.spec.id`` and the episode's seed to the env's own after the reset.
+    The limits and ``stopped_by`` labels are those of ``rollout`` (module docstring)."""
+    limits = _Limits.make(
+        renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
+    )
+    observation, _ = await _call(env.reset, seed=seed)
+    if env_id is None:
+        env_id = getattr(getattr(env, "spec", None), "id", None)
+    if seed is None and isinstance(getattr(env, "seed", None), int):
+        seed = env.seed
+    player = _Player(renderer.start(as_observation(observation), env_id=env_id, seed=seed), limits)
+    return await _play(player, generate, lambda action: _call(env.step, action))
 
 
 def rollout_stats(episodes: Sequence[Episode]) -> dict[str, float]:
@@ -141,123 +195,181 @@ def rollout_stats(episodes: Sequence[Episode]) -> dict[str, float]:
     }
 
 
-class _Driver:
-    """State shared by the sync and async loops: the vector env, one builder per env, the limits."""
+# ---- the turn step ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Limits:
+    max_turns: int | None
+    max_new_tokens: int | None
+    max_context_tokens: int | None
+    max_response_tokens: int | None
+    closing: int  # the end-of-turn ids the renderer appends after a cut-off action
+    sampling: SamplingParams  # stop tokens filled in; max_new_tokens is the per-turn cap if there is one
 
-    def __init__(
-        self,
-        envs: Any,
-        policy: Policy,
+    @classmethod
+    def make(
+        cls,
         renderer: ChatRenderer,
-        num_envs: int | None,
-        env_kwargs: dict[str, Any] | None,
         max_turns: int | None,
-        max_new_tokens: int,
+        max_new_tokens: int | None,
         max_context_tokens: int | None,
+        max_response_tokens: int | None,
         sampling: SamplingParams | None,
-    ):
+    ) -> _Limits:
+        if max_turns is not None and max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be at least 1")
+        if max_new_tokens is None and max_context_tokens is None and max_response_tokens is None:
+            raise ValueError("without max_new_tokens, max_context_tokens or max_response_tokens must be set")
+        base = sampling or SamplingParams(max_new_tokens=max_new_tokens or 1)
+        stops = base.stop_token_ids if base.stop_token_ids is not None else renderer.stop_token_ids
+        sampling = dataclasses.replace(
+            base, max_new_tokens=max_new_tokens or base.max_new_tokens, stop_token_ids=stops
+        )
+        closing = len(renderer.closing_ids)
+        return cls(max_turns, max_new_tokens, max_context_tokens, max_response_tokens, closing, sampling)
+
+    def budget(self, context_len: int, prompt_len: int) -> int:
+        """How many ids the next action may generate, from a context of ``context_len`` ids."""
+        rooms = [] if self.max_new_tokens is None else [self.max_new_tokens]
+        if self.max_context_tokens is not None:
+            rooms.append(self.max_context_tokens - context_len - self.closing)
+        if self.max_response_tokens is not None:
+            rooms.append(self.max_response_tokens - (context_len - prompt_len) - self.closing)
+        return min(rooms)
+
+    def params(self, budget: int) -> SamplingParams:
+        if budget == self.sampling.max_new_tokens:
+            return self.sampling
+        return dataclasses.replace(self.sampling, max_new_tokens=budget)
+
+
+class _Player:
+    """One episode's turn step, the single implementation behind every driver here: the next
+    action's sampling params (its budget), the action, the env's answer, the stop."""
+
+    def __init__(self, builder: EpisodeBuilder, limits: _Limits):
+        self.builder, self.limits = builder, limits
+        self.episode: Episode | None = None  # set when the episode ends
+        self._prompt_len: int | None = None  # the first prompt's length (the response budget's origin)
+        self._budget = 0
+
+    def next_params(self) -> SamplingParams | None:
+        """The next action's sampling params; None once the episode has ended (here too, when not one
+        token fits a budget)."""
+        if self.episode is not None:
+            return None
+        context_len = len(self.builder.context())
+        if self._prompt_len is None:
+            self._prompt_len = context_len
+        self._budget = self.limits.budget(context_len, self._prompt_len)
+        if self._budget < 1:
+            self.finish("max_context_tokens")
+            return None
+        return self.limits.params(self._budget)
+
+    def act(self, generation: Generation) -> str | None:
+        """Record the generated action; returns its text for the env (None: the generation was empty,
+        and the episode has ended)."""
+        ids, logprobs, finish_reason = (
+            list(generation.token_ids),
+            generation.logprobs,
+            generation.finish_reason,
+        )
+        if len(ids) > self._budget:  # the backend overran the budget: keep what fits
+            ids, finish_reason = ids[: self._budget], "length"
+            logprobs = None if logprobs is None else list(logprobs)[: self._budget]
+        if not ids:
+            self.finish("empty_generation")
+            return None
+        return self.builder.add_action(ids, logprobs, finish_reason)
+
+    def feedback(
+        self, observation: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any] | None
+    ) -> None:
+        """Record the env's answer to the action; ends the episode when the env or ``max_turns`` does."""
+        builder = self.builder
+        builder.add_feedback(
+            as_observation(observation), float(reward), bool(terminated), bool(truncated), dict(info or {})
+        )
+        if builder.done:
+            self.finish(None)
+        elif self.limits.max_turns is not None and builder.episode.num_turns >= self.limits.max_turns:
+            self.finish("max_turns")
+
+    def finish(self, reason: str | None) -> None:
+        self.episode = self.builder.finish(reason)
+
+
+async def _play(player: _Player, generate: Generate, step: Callable[[str], Awaitable[StepResult]]) -> Episode:
+    """The asyncio turn loop of one episode (``aplay_episode``, and each env of ``arollout``)."""
+    while (params := player.next_params()) is not None:
+        # A copy (a server may keep it), still carrying the images of an image observation.
+        generation = await generate(copy.copy(player.builder.context()), params)
+        action = player.act(generation)
+        if action is None:
+            break
+        player.feedback(*await step(action))
+    return player.episode  # type: ignore[return-value]
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """An env method: awaited if it is a coroutine function, else run in a worker thread."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+# ---- vector envs --------------------------------------------------------------------------------
+class _VectorEnv:
+    """``envs`` as a vector env for one rollout: a given one, or one built from env ids (closed on exit)."""
+
+    def __init__(self, envs: Any, num_envs: int | None, env_kwargs: dict[str, Any] | None):
         if hasattr(envs, "step") and hasattr(envs, "num_envs"):
-            self.vec, self.owns_vec = envs, False
+            self.vec, self.owned = envs, False
         else:
             from gem_core import make_vec
 
             self.vec = make_vec(
                 envs, num_envs, asynchronous=False, autoreset_mode="disabled", env_kwargs=env_kwargs
             )
-            self.owns_vec = True
-        if max_turns is not None and max_turns < 1:
-            raise ValueError("max_turns must be at least 1")
-        self.policy, self.renderer = policy, renderer
-        self.max_turns, self.max_new_tokens, self.max_context_tokens = (
-            max_turns,
-            max_new_tokens,
-            max_context_tokens,
-        )
-        base = sampling or SamplingParams(max_new_tokens=max_new_tokens)
-        stops = base.stop_token_ids if base.stop_token_ids is not None else renderer.stop_token_ids
-        self.sampling = dataclasses.replace(base, max_new_tokens=max_new_tokens, stop_token_ids=stops)
-        self.builders: list[EpisodeBuilder] = []
-        self.finished: dict[int, Episode] = {}
-        self.active: set[int] = set()
+            self.owned = True
 
-    def __enter__(self) -> _Driver:
-        return self
+    def __enter__(self) -> Any:
+        return self.vec
 
     def __exit__(self, *exc: object) -> None:
-        if self.owns_vec:
+        if self.owned:
             self.vec.close()
 
-    def seed_list(self, seeds: int | Sequence[int | None] | None) -> list[int | None]:
-        n = self.vec.num_envs
-        if seeds is None or isinstance(seeds, int):
-            return [None if seeds is None else seeds + i for i in range(n)]
-        if len(seeds) != n:
-            raise ValueError(f"{len(seeds)} seeds for {n} envs")
-        return list(seeds)
 
-    def start(self, observations: Sequence[Any]) -> None:
-        # get_attr reaches the envs wherever they live (threads, worker processes or Ray actors).
-        specs, seeds = self.vec.get_attr("spec"), self.vec.get_attr("seed")
-        self.builders = [
-            self.renderer.start(str(obs), env_id=getattr(spec, "id", None), seed=seed)
-            for obs, spec, seed in zip(observations, specs, seeds)
-        ]
-        self.active = set(range(len(observations)))
+def _seed_list(seeds: int | Sequence[int | None] | None, n: int) -> list[int | None]:
+    if seeds is None or isinstance(seeds, int):
+        return [None if seeds is None else seeds + i for i in range(n)]
+    if len(seeds) != n:
+        raise ValueError(f"{len(seeds)} seeds for {n} envs")
+    return list(seeds)
 
-    def params_for(self, i: int) -> SamplingParams | None:
-        """This turn's sampling params (capped by the context budget), or None after ending the episode."""
-        budget = self.max_new_tokens
-        if self.max_context_tokens is not None:
-            # Leave room for the end-of-turn ids the renderer appends after a cut-off action.
-            room = self.max_context_tokens - len(self.builders[i].context()) - len(self.renderer.closing_ids)
-            budget = min(budget, room)
-        if budget < 1:
-            self.finish(i, "max_context_tokens")
-            return None
-        return (
-            self.sampling
-            if budget == self.max_new_tokens
-            else dataclasses.replace(self.sampling, max_new_tokens=budget)
-        )
 
-    def next_requests(self) -> dict[SamplingParams, list[int]]:
-        """The active envs grouped by sampling params (they differ only near the context limit)."""
-        requests: dict[SamplingParams, list[int]] = {}
-        for i in sorted(self.active):
-            params = self.params_for(i)
-            if params is not None:
-                requests.setdefault(params, []).append(i)
-        return requests
+def _start_players(
+    vec: Any, observations: Sequence[Any], renderer: ChatRenderer, limits: _Limits
+) -> list[_Player]:
+    # get_attr reaches the envs wherever they live (threads, worker processes or Ray actors).
+    specs, seeds = vec.get_attr("spec"), vec.get_attr("seed")
+    return [
+        _Player(renderer.start(as_observation(obs), env_id=getattr(spec, "id", None), seed=seed), limits)
+        for obs, spec, seed in zip(observations, specs, seeds)
+    ]
 
-    def act(self, i: int, generation: Generation) -> str:
-        return self.builders[i].add_action(
-            generation.token_ids, generation.logprobs, generation.finish_reason
-        )
 
-    def feedback(
-        self, i: int, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
-    ) -> None:
-        info = dict(info)
+def _step_subset(vec: Any, items: list[tuple[int, str]]) -> list[StepResult]:
+    """Step the envs named in ``items`` (``(index, action)``); one env's result per item."""
+    obs, rewards, terminated, truncated, infos = vec.step(dict(items))
+    results = []
+    for i, _ in items:
+        observation, info = obs[i], dict(infos[i])
         info.pop("stepped", None)
         if "final_obs" in info:  # a vector env in same_step autoreset mode already started the next episode
-            obs, info = info["final_obs"], dict(info.get("final_info", {}))
-        builder = self.builders[i]
-        builder.add_feedback(str(obs), float(reward), bool(terminated), bool(truncated), info)
-        if builder.done:
-            self.finish(i, None)
-        elif self.max_turns is not None and len(builder.episode.turns) >= self.max_turns:
-            self.finish(i, "max_turns")
-
-    def finish(self, i: int, reason: str | None) -> None:
-        self.finished[i] = self.builders[i].finish(reason)
-        self.active.discard(i)
-
-    def episodes(self) -> list[Episode]:
-        return [self.finished[i] for i in range(len(self.builders))]
-
-
-def _step_subset(
-    vec: Any, items: list[tuple[int, str]]
-) -> list[tuple[Any, float, bool, bool, dict[str, Any]]]:
-    obs, rewards, terminated, truncated, infos = vec.step(dict(items))
-    return [(obs[i], rewards[i], terminated[i], truncated[i], infos[i]) for i, _ in items]
+            observation, info = info["final_obs"], dict(info.get("final_info", {}))
+        results.append((observation, rewards[i], terminated[i], truncated[i], info))
+    return results

@@ -7,10 +7,11 @@ engine actor and awaits, for every sample of every prompt row::
 
 Here the row's label names the task (env id, seed, env kwargs, system prompt, turn limit; see
 ``gem_adapters.openrlhf.dataset``). ``GemEnvInstance`` (an ``AgentInstanceBase``) makes the env and
-resets it with that seed; the executor renders each observation with
-``gem_adapters.trajectory.ChatRenderer`` (token-exact, incremental), generates each action through
-``llm_engine.generate`` (token ids in and out), passes the action text to the instance's ``step`` and
-returns the episode in the form OpenRLHF's ``SamplesGenerator`` turns into an ``Experience``::
+resets it with that seed; the executor plays the episode with ``gem_adapters.rollout.aplay_episode``
+(observations rendered by ``gem_adapters.trajectory.ChatRenderer``, token-exact and incremental),
+generating each action through ``llm_engine.generate`` (token ids in and out) and passing the action
+text to the instance's ``step``, and returns the episode in the form OpenRLHF's ``SamplesGenerator``
+turns into an ``Experience``::
 
     observation_tokens   system? + first observation | action 1 | env/template ids | action 2 | ... | end
     action_ranges        (start, end) of each action's generated ids in observation_tokens
@@ -30,10 +31,11 @@ here keeps the contract (constructor taking the instance class, ``reset``/``step
 the output keys) and renders with the shared ChatRenderer instead.
 
 Budgets: the whole episode fits ``max_length`` (OpenRLHF's ``--data.max_len``, the same length at
-which it truncates samples): each action generates at most what is left, keeping room for the
-closing end-of-turn ids, and at most ``sampling_params.max_tokens`` (``--rollout.max_new_tokens``)
-when that is set. ``max_turns`` (label) caps the actions. An episode stopped by a budget has
-``info["stopped_by"]`` set and its last turn flagged truncated, as in ``gem_adapters.rollout``.
+which it truncates samples; ``aplay_episode``'s ``max_context_tokens``): each action generates at
+most what is left, keeping room for the closing end-of-turn ids, and at most
+``sampling_params.max_tokens`` (``--rollout.max_new_tokens``) when that is set. ``max_turns``
+(label) caps the actions. An episode stopped by a budget has ``info["stopped_by"]`` set and its last
+turn flagged truncated, as in ``gem_adapters.rollout``.
 
 Per-turn rewards travel in ``extra_logs["gem_turn_rewards"]`` only when the executor is asked to
 (``turn_rewards=True``, or the ``GEM_OPENRLHF_ESTIMATOR`` variable that ``gem_adapters.openrlhf.hook``
@@ -54,6 +56,8 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from gem_adapters.openrlhf.dataset import Task
 from gem_adapters.openrlhf.estimator import NUM_TURNS, SUCCESS, TURN_REWARDS, configured_estimator
+from gem_adapters.policies.base import Generation, SamplingParams
+from gem_adapters.rollout import aplay_episode
 from gem_adapters.trajectory import ChatRenderer, Episode
 
 
@@ -163,39 +167,17 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         max_length: int,
         llm_engine: Any,
     ) -> tuple[Episode, dict[str, Any]]:
-        reset = await instance.reset({"observation": prompt, "label": label})
-        observation = str(reset["observation"])
-        builder = renderer.start(observation, env_id=task.env_id, seed=task.seed)
-        closing = len(renderer.closing_ids)
-        if len(builder.context()) + closing >= max_length:
-            raise ValueError(
-                f"{task.env_id} (seed {task.seed}): the first prompt has {len(builder.context())} tokens, "
-                f"no room for an action within max_length={max_length}; raise --data.max_len"
-            )
         # OpenRLHF hands one params object to all samples of a prompt: work on a copy.
         params = copy.deepcopy(sampling_params)
-        turn_cap = sampling_params.max_tokens  # --rollout.max_new_tokens (None: no cap per turn)
         params.stop_token_ids = sorted({*(params.stop_token_ids or ()), *renderer.stop_token_ids})
         want_logprobs = params.logprobs is not None
-        extra_logs: dict[str, Any] = {}
-        stopped_by = None
-        while not builder.done:
-            if task.max_turns is not None and builder.episode.num_turns >= task.max_turns:
-                stopped_by = "max_turns"
-                break
-            context = builder.context()
-            room = max_length - len(context) - closing
-            budget = room if turn_cap is None else min(int(turn_cap), room)
-            if budget < 1:
-                stopped_by = "max_context_tokens"
-                break
-            params.max_tokens = budget
-            request = await llm_engine.generate(list(context), copy.deepcopy(params), multi_modal_data=None)
+        env = _InstanceEnv(instance, prompt, label)
+
+        async def generate(prompt_ids: list[int], turn: SamplingParams) -> Generation:
+            params.max_tokens = turn.max_new_tokens
+            request = await llm_engine.generate(prompt_ids, copy.deepcopy(params), multi_modal_data=None)
             output = request.outputs[0]
-            ids = [int(t) for t in output.token_ids][:budget]
-            if not ids:
-                stopped_by = "empty_generation"
-                break
+            ids = [int(t) for t in output.token_ids][: turn.max_new_tokens]
             logprobs = None
             if want_logprobs:
                 if output.logprobs is None:
@@ -204,28 +186,26 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
                     )
                 logprobs = [float(entry[t].logprob) for entry, t in zip(output.logprobs, ids)]
             finish = "stop" if output.finish_reason == "stop" else "length"
-            action = builder.add_action(ids, logprobs, finish)
-            result = await instance.step(
-                {
-                    "observation": observation,
-                    "action_text": action,
-                    "action_ids": ids,
-                    "finish_reason": finish,
-                    "label": label,
-                    "sampling_params": params,
-                }
+            env.turn = {"action_ids": ids, "finish_reason": finish, "sampling_params": params}
+            return Generation(ids, logprobs, finish)
+
+        episode = await aplay_episode(
+            env,
+            generate,
+            renderer,
+            seed=task.seed,
+            env_id=task.env_id,
+            max_turns=task.max_turns,
+            max_new_tokens=sampling_params.max_tokens,  # --rollout.max_new_tokens (None: no cap per turn)
+            max_context_tokens=max_length,
+        )
+        if not episode.turns and episode.info.get("stopped_by") == "max_context_tokens":
+            first = len(renderer.first_prompt(episode.final_observation or ""))
+            raise ValueError(
+                f"{task.env_id} (seed {task.seed}): the first prompt has {first} tokens, "
+                f"no room for an action within max_length={max_length}; raise --data.max_len"
             )
-            done = bool(result["done"])
-            observation = str(result["environment_feedback"])
-            builder.add_feedback(
-                observation,
-                float(result["rewards"]),
-                bool(result.get("terminated", done)),
-                bool(result.get("truncated", False)),
-                result.get("info"),
-            )
-            extra_logs = dict(result.get("extra_logs") or {})
-        return builder.finish(stopped_by), extra_logs
+        return episode, env.extra_logs
 
     def _output(
         self, episode: Episode, extra_logs: dict[str, Any], prompt: str, label: Any, want_logprobs: bool
@@ -259,6 +239,38 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         if self.return_episode:
             output["episode"] = episode
         return output
+
+
+class _InstanceEnv:
+    """An OpenRLHF agent instance as the env ``aplay_episode`` plays: its ``reset``/``step`` states in
+    and out. The states of a step carry the action's ids, finish reason and engine params (``turn``,
+    set by the executor's generate callback) as OpenRLHF's executor passes them."""
+
+    def __init__(self, instance: AgentInstanceBase, prompt: str, label: Any):
+        self.instance, self.label = instance, label
+        self.observation = prompt
+        self.turn: dict[str, Any] = {}
+        self.extra_logs: dict[str, Any] = {}  # the last step's
+
+    async def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+        reset = await self.instance.reset({"observation": self.observation, "label": self.label})
+        self.observation = str(reset["observation"])
+        return self.observation, {}
+
+    async def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any] | None]:
+        states = {"observation": self.observation, "action_text": action, **self.turn, "label": self.label}
+        result = await self.instance.step(states)
+        done = bool(result["done"])
+        self.observation = str(result["environment_feedback"])
+        self.extra_logs = dict(result.get("extra_logs") or {})
+        terminated = bool(result.get("terminated", done))
+        return (
+            self.observation,
+            float(result["rewards"]),
+            terminated,
+            bool(result.get("truncated", False)),
+            result.get("info"),
+        )
 
 
 def renderer_for(tokenizer: Any, system_prompt: str | None, template_kwargs: dict[str, Any]) -> ChatRenderer:

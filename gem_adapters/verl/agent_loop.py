@@ -2,9 +2,9 @@
 
 verl builds one agent loop per sample and awaits ``run(sampling_params, **row)``. Here the row's
 ``extra_info`` names the task (env id, env kwargs, seed; see ``gem_adapters.verl.dataset``); the loop
-makes the env, renders its observations with ``gem_adapters.trajectory.ChatRenderer`` (token-exact,
-incremental), generates every action through verl's ``server_manager`` (its vLLM/SGLang replicas)
-and returns the episode as one sample::
+makes the env and plays it with ``gem_adapters.rollout.aplay_episode`` (observations rendered by
+``gem_adapters.trajectory.ChatRenderer``, token-exact and incremental), generating every action
+through verl's ``server_manager`` (its vLLM/SGLang replicas), and returns the episode as one sample::
 
     prompt_ids       system? + first observation + generation prompt
     response_ids     action 1 | env/template ids | action 2 | ... | last action | end of turn
@@ -21,12 +21,13 @@ estimators of ``gem_adapters.verl.estimators`` read the turns back from ``rm_sco
 ``response_mask``. This needs the v1 trainer (``trainer.use_v1=True``, verl 0.9's default): the
 legacy one rebuilds ``rm_scores`` from the scalar.
 
-Budgets: the first prompt must fit ``rollout.prompt_length``; everything after it fits
-``rollout.response_length`` (each turn generates at most what is left, keeping room for the closing
+Budgets: everything after the first prompt fits ``rollout.response_length`` (``aplay_episode``'s
+``max_response_tokens``: each turn generates at most what is left, keeping room for the closing
 end-of-turn ids); ``max_turns`` (agent-loop YAML, else ``rollout.multi_turn.max_assistant_turns``,
 else the env's own limit) caps the actions and ``max_new_tokens`` (YAML) each action. An episode
 stopped by a budget has ``info["stopped_by"]`` set and its last turn flagged truncated, as in
-``gem_adapters.rollout``.
+``gem_adapters.rollout``. A first prompt longer than ``rollout.prompt_length`` is an error (verl's
+dataset filter should have dropped the row).
 
 Registration: ``@register("gem_agent")`` in processes that import this module, and the agent-loop
 YAML (``examples/verl/gem_agent_loop.yaml``) given as ``actor_rollout_ref.rollout.agent.
@@ -48,6 +49,8 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
 from gem_adapters.advantages import mask_runs
+from gem_adapters.policies.base import Generation, SamplingParams
+from gem_adapters.rollout import aplay_episode
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_adapters.verl.dataset import AGENT_NAME, Task, system_prompt_of, task_from_row
 
@@ -104,53 +107,50 @@ class GemAgentLoop(AgentLoopBase):
         """Play the episode; also returns verl's metrics and the server's fields merged over turns."""
         metrics: dict[str, Any] = {"generate_sequences": 0.0, "tool_calls": 0.0}
         server_fields: dict[str, Any] = {}
-        sampling = {**sampling_params, "stop_token_ids": list(renderer.stop_token_ids)}
-        started = time.perf_counter()
-        observation, _ = await asyncio.to_thread(env.reset, seed=task.seed)
-        metrics["tool_calls"] += time.perf_counter() - started
-        builder = renderer.start(str(observation), env_id=task.env_id, seed=task.seed)
-        prompt_len = len(builder.context())
+        request_id = uuid4().hex  # one id per episode: the server keeps its prefix cache
+
+        async def generate(prompt_ids: list[int], params: SamplingParams) -> Generation:
+            started = time.perf_counter()
+            generated = await self.server_manager.generate(
+                request_id,
+                prompt_ids=prompt_ids,
+                sampling_params={
+                    **sampling_params,
+                    "stop_token_ids": list(params.stop_token_ids or ()),
+                    "max_tokens": params.max_new_tokens,
+                },
+                priority=priority,
+            )
+            metrics["generate_sequences"] += time.perf_counter() - started
+            _merge_server_fields(server_fields, metrics, generated)
+            ids = [int(t) for t in generated.token_ids]
+            logprobs = list(generated.log_probs[: len(ids)]) if generated.log_probs else None
+            if logprobs is not None and len(logprobs) != len(ids):
+                logprobs = None
+            stopped = bool(ids) and ids[-1] in renderer.stop_token_ids
+            return Generation(ids, logprobs, "stop" if stopped else "length")
+
+        episode = await aplay_episode(
+            _TimedEnv(env, metrics),
+            generate,
+            renderer,
+            seed=task.seed,
+            env_id=task.env_id,
+            max_turns=self.max_turns,
+            max_new_tokens=self.max_new_tokens,
+            max_response_tokens=self.response_length,
+        )
+        if episode.turns:
+            prompt_len = len(episode.turns[0].prompt_ids)
+        else:  # no action fitted the response budget
+            prompt_len = len(renderer.first_prompt(episode.final_observation or ""))
         if prompt_len > self.prompt_length:
             raise ValueError(
                 f"{task.env_id} (seed {task.seed}): the first prompt has {prompt_len} tokens, more than "
                 f"rollout.prompt_length={self.prompt_length}; raise data.max_prompt_length or keep "
                 "data.filter_overlong_prompts on"
             )
-        request_id = uuid4().hex  # one id per episode: the server keeps its prefix cache
-        stopped_by = None
-        while not builder.done:
-            if self.max_turns is not None and builder.episode.num_turns >= self.max_turns:
-                stopped_by = "max_turns"
-                break
-            context = builder.context()
-            room = self.response_length - (len(context) - prompt_len) - len(renderer.closing_ids)
-            budget = room if self.max_new_tokens is None else min(self.max_new_tokens, room)
-            if budget < 1:
-                stopped_by = "max_context_tokens"
-                break
-            started = time.perf_counter()
-            generated = await self.server_manager.generate(
-                request_id,
-                prompt_ids=list(context),
-                sampling_params={**sampling, "max_tokens": budget},
-                priority=priority,
-            )
-            metrics["generate_sequences"] += time.perf_counter() - started
-            _merge_server_fields(server_fields, metrics, generated)
-            ids = [int(t) for t in generated.token_ids[:budget]]
-            if not ids:
-                stopped_by = "empty_generation"
-                break
-            logprobs = generated.log_probs[: len(ids)] if generated.log_probs else None
-            if logprobs is not None and len(logprobs) != len(ids):
-                logprobs = None
-            finish = "stop" if ids[-1] in renderer.stop_token_ids else "length"
-            action = builder.add_action(ids, logprobs, finish)
-            started = time.perf_counter()
-            observation, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
-            metrics["tool_calls"] += time.perf_counter() - started
-            builder.add_feedback(str(observation), float(reward), terminated, truncated, info)
-        return builder.finish(stopped_by), prompt_len, metrics, server_fields
+        return episode, prompt_len, metrics, server_fields
 
     def _output(
         self, episode: Episode, prompt_len: int, metrics: dict[str, Any], server_fields: dict[str, Any]
@@ -196,6 +196,25 @@ class GemAgentLoop(AgentLoopBase):
                 self.tokenizer, system_prompt, template_kwargs=template_kwargs
             )
         return renderer
+
+
+class _TimedEnv:
+    """The env for ``aplay_episode``: reset and step in a worker thread, timed as verl's ``tool_calls``."""
+
+    def __init__(self, env: Any, metrics: dict[str, Any]):
+        self.env, self.metrics = env, metrics
+
+    async def reset(self, **kwargs: Any) -> Any:
+        return await self._timed(self.env.reset, **kwargs)
+
+    async def step(self, action: str) -> Any:
+        return await self._timed(self.env.step, action)
+
+    async def _timed(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        result = await asyncio.to_thread(fn, *args, **kwargs)
+        self.metrics["tool_calls"] += time.perf_counter() - started
+        return result
 
 
 def _merge_server_fields(merged: dict[str, Any], metrics: dict[str, Any], generated: Any) -> None:

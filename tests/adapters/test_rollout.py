@@ -7,14 +7,17 @@ import re
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import gem_core
 from gem_adapters.advantages import advantages_for_episodes, turn_values_to_tokens
 from gem_adapters.policies import Generation, SamplingParams, TransformersPolicy
-from gem_adapters.rollout import arollout, rollout, rollout_stats
-from gem_adapters.trajectory import ChatRenderer
+from gem_adapters.rollout import aplay_episode, arollout, rollout, rollout_stats
+from gem_adapters.trajectory import ChatRenderer, PromptIds
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
+IM_START, IM_END = 1, 2  # <|im_start|>, <|im_end|> in the SmolLM2 vocabulary
 
 
 class BinarySearchPlayer:
@@ -150,3 +153,166 @@ def test_greedy_rollouts_are_reproducible(tokenizer, tiny_model, renderer):
         )
     )
     assert [[t.action_ids for t in e.turns] for e in a] == [[t.action_ids for t in e.turns] for e in b]
+
+
+# ---- one episode with an async generate callback ------------------------------------------------
+def as_callback(player):
+    """A ``generate(prompt_ids, params)`` coroutine around a policy function (as a server client is)."""
+
+    async def generate(prompt_ids, params):
+        (generation,) = player([prompt_ids], params)
+        return generation
+
+    return generate
+
+
+class AsyncEnv:
+    """An env whose reset and step are coroutines (an adapter's own env object), counting the calls."""
+
+    def __init__(self, env):
+        self.env, self.calls = env, []
+
+    async def reset(self, seed=None):
+        self.calls.append("reset")
+        return self.env.reset(seed=seed)
+
+    async def step(self, action):
+        self.calls.append("step")
+        return self.env.step(action)
+
+
+def test_aplay_episode_plays_what_rollout_plays(tokenizer, renderer):
+    seeds = [3, 4, 5]
+    expected = rollout(
+        ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=3, seeds=seeds, max_new_tokens=16
+    )
+
+    async def play_all():
+        # A gem_core env (stepped in a worker thread) and an env with coroutine methods, concurrently.
+        async_env = AsyncEnv(gem_core.make(ENV_ID))
+        generate = as_callback(BinarySearchPlayer(tokenizer))
+        played = await asyncio.gather(
+            aplay_episode(gem_core.make(ENV_ID), generate, renderer, seed=3, max_new_tokens=16),
+            aplay_episode(gem_core.make(ENV_ID), generate, renderer, seed=4, max_new_tokens=16),
+            aplay_episode(async_env, generate, renderer, seed=5, env_id=ENV_ID, max_new_tokens=16),
+        )
+        return played, async_env.calls
+
+    got, calls = asyncio.run(play_all())
+    assert [e.to_dict() for e in got] == [e.to_dict() for e in expected]
+    assert got[0].env_id == ENV_ID and got[0].seed == 3 and all(e.success for e in got)
+    assert calls == ["reset"] + ["step"] * got[2].num_turns
+
+
+class FixedLengths:
+    """A policy over ids whose k-th action (k = actions already in the prompt) has ``lengths[k]`` ids
+    of "7", ending on the stop token when ``stops[k]``; with ``overrun`` it ignores the budget."""
+
+    def __init__(self, lengths, stops, overrun=False):
+        self.lengths, self.stops, self.overrun = lengths, stops, overrun
+
+    def __call__(self, prompts, params):
+        out = []
+        for prompt in prompts:
+            # <|im_start|> opens the system turn, the user turn and the generation prompt, then a user
+            # turn and a generation prompt per action.
+            k = (prompt.count(IM_START) - 3) // 2 % len(self.lengths)
+            n = self.lengths[k] if self.overrun else min(self.lengths[k], params.max_new_tokens)
+            ids = [39] * n
+            if self.stops[k] and (self.overrun or n < params.max_new_tokens):
+                ids.append(IM_END)
+            stopped = bool(ids) and ids[-1] == IM_END
+            out.append(Generation(ids, [-1.0] * len(ids), "stop" if stopped else "length"))
+        return out
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lengths=st.lists(st.integers(1, 30), min_size=1, max_size=4),
+    stops=st.lists(st.booleans(), min_size=4, max_size=4),
+    overrun=st.booleans(),
+    max_turns=st.one_of(st.none(), st.integers(1, 5)),
+    max_new_tokens=st.one_of(st.none(), st.integers(1, 20)),
+    context=st.one_of(st.none(), st.integers(100, 260)),
+    response=st.one_of(st.none(), st.integers(0, 120)),
+    seed=st.integers(0, 50),
+)
+def test_budgets_hold_and_every_driver_plays_alike(
+    tokenizer, renderer, lengths, stops, overrun, max_turns, max_new_tokens, context, response, seed
+):
+    limits = {
+        "max_turns": max_turns,
+        "max_new_tokens": max_new_tokens,
+        "max_context_tokens": context,
+        "max_response_tokens": response,
+    }
+    if max_new_tokens is None and context is None and response is None:
+        with pytest.raises(ValueError, match="max_new_tokens"):
+            rollout(ENV_ID, FixedLengths(lengths, stops), renderer, seeds=[seed], **limits)
+        return
+    player = FixedLengths(lengths, stops, overrun)
+    (episode,) = rollout(ENV_ID, player, renderer, seeds=[seed], **limits)
+    single = asyncio.run(
+        aplay_episode(gem_core.make(ENV_ID), as_callback(player), renderer, seed=seed, **limits)
+    )
+    assert single.to_dict() == episode.to_dict()
+
+    seq = episode.to_sequence()
+    first_prompt = len(episode.turns[0].prompt_ids) if episode.turns else 0
+    stopped_by = episode.info.get("stopped_by")
+    if context is not None:
+        assert len(seq.token_ids) <= context
+    if response is not None and episode.turns:
+        assert len(seq.token_ids) - first_prompt <= response
+    if max_turns is not None:
+        assert episode.num_turns <= max_turns
+    for turn in episode.turns:
+        assert 1 <= len(turn.action_ids) <= (max_new_tokens or 10**9)
+        # An overrun cut to the budget is a cut-off turn: the renderer closed it (mask 0).
+        assert (turn.finish_reason == "stop") == (turn.action_ids[-1] == IM_END)
+    last = episode.turns[-1] if episode.turns else None
+    if stopped_by is None:
+        assert last is not None and (last.terminated or last.truncated)  # the env ended it (its 4 turns)
+    else:
+        assert stopped_by in {"max_turns", "max_context_tokens"}
+        assert last is None or last.truncated
+        if stopped_by == "max_turns":
+            assert episode.num_turns == max_turns
+        else:  # not one more id fits a token budget (the next prompt included)
+            assert context is not None or response is not None
+
+
+def test_a_turn_that_fills_the_budget_fills_it_exactly(tokenizer, renderer):
+    """Without a per-turn cap an action may take all the room left: the sequence then ends exactly at
+    the budget, its closing end-of-turn ids included."""
+
+    def fill(**budget):
+        player = as_callback(FixedLengths([10**6], [False]))
+        episode = asyncio.run(
+            aplay_episode(gem_core.make(ENV_ID), player, renderer, seed=0, max_new_tokens=None, **budget)
+        )
+        assert episode.num_turns == 1 and episode.info["stopped_by"] == "max_context_tokens"
+        assert episode.turns[0].finish_reason == "length"
+        return episode, len(episode.to_sequence().token_ids)
+
+    _, length = fill(max_context_tokens=300)
+    assert length == 300
+    episode, length = fill(max_response_tokens=50)
+    assert length - len(episode.turns[0].prompt_ids) == 50
+    assert episode.turns[0].action_ids == [39] * (50 - len(renderer.closing_ids))
+
+
+def test_an_empty_generation_ends_the_episode(tokenizer, renderer):
+    calls = []
+
+    async def generate(prompt_ids, params):
+        calls.append(prompt_ids)
+        ids = [39, IM_END] if len(calls) == 1 else []
+        return Generation(ids, None, "stop")
+
+    episode = asyncio.run(aplay_episode(gem_core.make(ENV_ID), generate, renderer, seed=0))
+    assert len(calls) == 2 and episode.num_turns == 1
+    # Each call got its own copy of the context, images attribute included (a PromptIds).
+    assert isinstance(calls[0], PromptIds) and calls[0] == episode.turns[0].prompt_ids
+    assert episode.info["stopped_by"] == "empty_generation" and episode.turns[-1].truncated
+    assert episode.to_sequence().logprobs is None
