@@ -14,7 +14,7 @@ imports none of them, nor torch.
 
 from gem_adapters.advantages import compute_advantages, compute_advantages_flat, discounted_returns
 from gem_adapters.policies.base import Generation, Policy, SamplingParams
-from gem_adapters.rollout import arollout, rollout
+from gem_adapters.rollout import aplay_episode, arollout, rollout
 from gem_adapters.trajectory import ChatRenderer, Episode, Turn, read_jsonl, rescore, write_jsonl
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "Policy",
     "SamplingParams",
     "Turn",
+    "aplay_episode",
     "arollout",
     "compute_advantages",
     "compute_advantages_flat",
