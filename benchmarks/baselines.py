@@ -92,23 +92,30 @@ def main() -> None:
     parser.add_argument("--work-dir", default="/tmp/gem-baselines")
     parser.add_argument("--out", default=str(RESULTS / "baselines.md"))
     parser.add_argument("--resume", action="store_true", help="keep the cells already in baselines.json")
+    parser.add_argument(
+        "--table-only", action="store_true", help="rewrite the table from baselines.json, run nothing"
+    )
     args = parser.parse_args()
 
     out = Path(args.out)
     store = out.with_suffix(".json")
     envs = args.envs.split(",") if args.envs else baseline_envs()
     results: dict[str, dict[str, dict]] = {}
-    if args.resume and store.exists():
-        results = json.loads(store.read_text())["results"]
+    stored = json.loads(store.read_text()) if store.exists() else {}
+    if args.resume or args.table_only:
+        results = stored.get("results", {})
     threads = os.environ.get("OMP_NUM_THREADS")
     command = ("" if threads is None else f"OMP_NUM_THREADS={threads} ") + "python benchmarks/baselines.py"
-    kept = [a for a in sys.argv[1:] if a != "--resume"]  # a resumed run makes the same table
+    kept = [a for a in sys.argv[1:] if a not in ("--resume", "--table-only")]  # the same table
     command += (" " + shlex.join(kept)) if kept else ""
     started = time.time()
 
     def log(text: str) -> None:
         print(f"[{time.time() - started:7.0f}s] {text}", flush=True)
 
+    if args.table_only:
+        _write(out, store, command, args, envs, results, stored.get("broken", {}))
+        return
     broken = {}
     for env_id in envs:
         error = smoke_error(env_id)
