@@ -2,12 +2,14 @@
 
 from gem_core.checker import check_env
 from gem_core.core import Env, Wrapper
+from gem_core.observation import MultimodalObservation
 from gem_core.registry import EnvNotFoundError, EnvSpec, list_envs, make, make_vec, register, spec, unregister
 
 __all__ = [
     "Env",
     "EnvNotFoundError",
     "EnvSpec",
+    "MultimodalObservation",
     "Wrapper",
     "check_env",
     "list_envs",
