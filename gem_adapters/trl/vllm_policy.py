@@ -8,8 +8,12 @@ prompts (one completion each), with the turn's token budget, sampling settings a
 the backend for the duration of the call.
 
 Logprobs are vLLM's for each sampled id (a NaN where vLLM reports none, which TRL's importance
-sampling correction neutralises). This path needs a GPU and vLLM; it is not exercised by the CPU
-tests.
+sampling correction neutralises).
+
+Server mode gathers every process's prompts into one request per ``generate`` call, so all processes
+must call it equally often with equally many prompts; multi-turn episodes end at different turns in
+different processes, so server mode is limited to one training process here (colocate mode has no
+such collective and scales to several). This path needs a GPU and vLLM; the CPU tests do not run it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from gem_adapters.policies.base import Generation, Policy, SamplingParams
 
 class VLLMPolicy(Policy):
     def __init__(self, vllm_generation: Any):
+        if vllm_generation.mode == "server" and vllm_generation.accelerator.num_processes > 1:
+            raise NotImplementedError(
+                "vLLM server mode with several training processes: use vllm_mode='colocate' (see module docstring)"
+            )
         self.backend = vllm_generation
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
@@ -37,7 +45,7 @@ class VLLMPolicy(Policy):
             extra["seed"] = params.seed
         backend.max_completion_length = params.max_new_tokens
         backend.temperature, backend.top_p = params.temperature, params.top_p
-        backend.top_k = params.top_k if params.top_k > 0 else -1  # vLLM: -1 switches top-k off
+        backend.top_k = params.top_k  # 0 switches top-k off, as in TRL's own config
         backend.generation_kwargs = extra
         try:
             _, completion_ids, logprobs, _ = backend.generate(
