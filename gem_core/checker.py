@@ -48,15 +48,8 @@ def _fail(env: Env, message: str) -> EnvCheckError:
 
 def _rollout(env: Env, seed: int, steps: int) -> list[Any]:
     """Reset with ``seed`` and take up to ``steps`` random actions; the transcript, for comparisons."""
-    obs, info = env.reset(seed=seed)
-    transcript: list[Any] = [_fingerprint(obs)]
-    for _ in range(steps):
-        action = env.sample_random_action()
-        obs, reward, terminated, truncated, _ = env.step(action)
-        transcript.append((action, _fingerprint(obs), reward, terminated, truncated))
-        if terminated or truncated:
-            break
-    return transcript
+    obs, _ = env.reset(seed=seed)
+    return [_fingerprint(obs), *_continue(env, steps)]
 
 
 def _fingerprint(obs: Any) -> Any:

@@ -26,61 +26,44 @@ Obs = TypeVar("Obs")
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 
 
-class Env(Generic[Obs]):
-    """Base class of a multi-turn text environment.
+class EnvBase:
+    """What every environment owns, single- or multi-agent: its random generators, the constructor
+    arguments it was built with, and snapshots.
 
-    Subclasses implement ``reset`` (calling ``super().reset(seed)`` first, then drawing the episode
-    from ``self.rng``), ``step`` and ``sample_random_action``. The default ``get_state``/``set_state``
-    snapshot the instance's attributes by deep copy; attributes named in ``_static_attributes`` (big
-    read-only data such as word lists) are shared, not copied.
+    ``_seed(seed)`` (called by ``reset``) seeds ``rng`` for the episode and ``action_rng`` for random
+    actions; the default ``get_state``/``set_state`` snapshot the instance's attributes by deep copy,
+    except those named in ``_static_attributes`` (big read-only data such as word lists), which are
+    shared, not copied.
     """
 
     spec: Any = None  # the EnvSpec this env was made from, set by ``gem_core.make``
     _static_attributes: ClassVar[tuple[str, ...]] = ()
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Env:
+    def __new__(cls, *args: Any, **kwargs: Any) -> EnvBase:
         instance = super().__new__(cls)
         # Recorded so that ``spawn`` can build a sibling with the same constructor arguments.
         instance._init_args = (args, dict(kwargs))
         return instance
 
-    # ---- the episode --------------------------------------------------------------------------
-    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Obs, dict[str, Any]]:
-        """Start an episode and return its first observation and an info dict.
-
-        ``seed`` re-seeds the env's generators, so the same seed gives the same episode.
-        Subclasses call ``super().reset(seed)`` before drawing anything from ``self.rng``.
-        """
+    def _seed(self, seed: int | None) -> None:
+        """Re-seed the generators with ``seed``; without one, keep them (or seed from OS entropy once)."""
         if seed is not None or getattr(self, "rng", None) is None:
             self.seed = int(seed) if seed is not None else secrets.randbits(63)
             self.rng = random.Random(self.seed)
             self._action_rng = None
-        return None, {}  # type: ignore[return-value]
 
     @property
     def action_rng(self) -> random.Random:
-        """The generator of ``sample_random_action``, separate from ``rng`` so that sampling actions
-        never changes the episode; seeded from the episode seed on first use."""
+        """The generator of random actions, separate from ``rng`` so that sampling actions never
+        changes the episode; seeded from the episode seed on first use."""
         if getattr(self, "_action_rng", None) is None:
             if getattr(self, "seed", None) is None:
                 raise RuntimeError("call reset() before sampling actions")
             self._action_rng = random.Random(f"action:{self.seed}")
         return self._action_rng
 
-    def step(self, action: str) -> StepResult:
-        """Apply one action (untrusted model text) and return ``(obs, reward, terminated, truncated, info)``.
-
-        Any string, however malformed, must give an observation (usually with a penalty), never an
-        exception.
-        """
-        raise NotImplementedError
-
-    def sample_random_action(self) -> str:
-        """A random well-formed action, drawn from the env's action generator (not ``self.rng``)."""
-        raise NotImplementedError
-
     # ---- copies and snapshots -----------------------------------------------------------------
-    def spawn(self, same_state: bool = False, **overrides: Any) -> Env:
+    def spawn(self, same_state: bool = False, **overrides: Any) -> EnvBase:
         """A new env of the same class and constructor arguments (``overrides`` replace some).
 
         With ``same_state=True`` the new env continues from this env's exact state, e.g. so that a
@@ -102,20 +85,49 @@ class Env(Generic[Obs]):
         """Restore a snapshot taken by ``get_state`` (of this env or one spawned from the same arguments)."""
         vars(self).update(copy.deepcopy(state))
 
-    # ---- plumbing -----------------------------------------------------------------------------
-    @property
-    def unwrapped(self) -> Env:
-        """The innermost env, below all wrappers."""
-        return self
-
     def close(self) -> None:
         """Release resources (processes, servers, files). Safe to call twice."""
 
-    def __enter__(self) -> Env:
+    def __enter__(self) -> EnvBase:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Env(EnvBase, Generic[Obs]):
+    """Base class of a multi-turn text environment.
+
+    Subclasses implement ``reset`` (calling ``super().reset(seed)`` first, then drawing the episode
+    from ``self.rng``), ``step`` and ``sample_random_action`` (drawing from ``self.action_rng``).
+    """
+
+    # ---- the episode --------------------------------------------------------------------------
+    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Obs, dict[str, Any]]:
+        """Start an episode and return its first observation and an info dict.
+
+        ``seed`` re-seeds the env's generators, so the same seed gives the same episode.
+        Subclasses call ``super().reset(seed)`` before drawing anything from ``self.rng``.
+        """
+        self._seed(seed)
+        return None, {}  # type: ignore[return-value]
+
+    def step(self, action: str) -> StepResult:
+        """Apply one action (untrusted model text) and return ``(obs, reward, terminated, truncated, info)``.
+
+        Any string, however malformed, must give an observation (usually with a penalty), never an
+        exception.
+        """
+        raise NotImplementedError
+
+    def sample_random_action(self) -> str:
+        """A random well-formed action, drawn from the env's action generator (not ``self.rng``)."""
+        raise NotImplementedError
+
+    @property
+    def unwrapped(self) -> Env:
+        """The innermost env, below all wrappers."""
+        return self
 
     def __str__(self) -> str:
         name = self.spec.id if self.spec is not None else type(self).__name__

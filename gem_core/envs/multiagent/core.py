@@ -17,7 +17,7 @@ action before the env reads it and delivered at the top of the recipient's obser
 time it is due to act (``From NAME: text``); a message to an unknown agent is reported back to the
 sender the same way.
 
-Like an Env, a MultiAgentEnv owns its generators (``rng`` for the episode, ``action_rng`` for
+Like an Env (both derive from ``gem_core.core.EnvBase``), a MultiAgentEnv owns its generators (``rng`` for the episode, ``action_rng`` for
 ``sample_random_action(agent)``), seeded by ``reset(seed)``, and has ``get_state``/``set_state``/
 ``spawn``. Subclasses implement ``_reset()`` and ``_step(actions)`` (actions already stripped of
 messages) and ``_random_action(agent)``. ``single_agent.SingleAgentView`` exposes one agent as an
@@ -26,12 +26,11 @@ Env, the others played by given policies; ``rollout`` plays a whole episode (sel
 
 from __future__ import annotations
 
-import copy
-import random
 import re
-import secrets
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
+
+from gem_core.core import EnvBase
 
 MultiStepResult = tuple[dict[str, str], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict]]
 Policy = Callable[[str], str]
@@ -61,18 +60,11 @@ def split_messages(action: str) -> tuple[str, list[tuple[str, str]]]:
     return "".join(kept), messages
 
 
-class MultiAgentEnv:
+class MultiAgentEnv(EnvBase):
     """Base class of a multi-agent text environment (see the module docstring)."""
 
     agents: list[str] = []
     turn_order: ClassVar[str] = "sequential"  # or "parallel"
-    spec: Any = None
-    _static_attributes: ClassVar[tuple[str, ...]] = ()
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> MultiAgentEnv:
-        instance = super().__new__(cls)
-        instance._init_args = (args, dict(kwargs))  # for spawn, as in Env
-        return instance
 
     # ---- for subclasses ------------------------------------------------------------------------
     def _reset(self) -> tuple[dict[str, str], dict[str, dict]]:
@@ -90,10 +82,7 @@ class MultiAgentEnv:
 
     # ---- the API -------------------------------------------------------------------------------
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[dict[str, str], dict[str, dict]]:
-        if seed is not None or getattr(self, "rng", None) is None:
-            self.seed = int(seed) if seed is not None else secrets.randbits(63)
-            self.rng = random.Random(self.seed)
-            self._action_rng = None
+        self._seed(seed)
         self.live_agents = list(self.agents)
         self.inbox: dict[str, list[str]] = {agent: [] for agent in self.agents}
         self.current_agent: str | None = self.agents[0] if self.turn_order == "sequential" else None
@@ -138,42 +127,8 @@ class MultiAgentEnv:
                 self.inbox[agent] = []
         return observations
 
-    @property
-    def action_rng(self) -> random.Random:
-        """The generator of ``sample_random_action``, separate from ``rng`` (as in Env)."""
-        if getattr(self, "_action_rng", None) is None:
-            if getattr(self, "seed", None) is None:
-                raise RuntimeError("call reset() before sampling actions")
-            self._action_rng = random.Random(f"action:{self.seed}")
-        return self._action_rng
-
     def sample_random_action(self, agent: str) -> str:
         return self._random_action(agent)
-
-    # ---- copies and snapshots (as in Env) --------------------------------------------------------
-    def spawn(self, same_state: bool = False, **overrides: Any) -> MultiAgentEnv:
-        args, kwargs = self._init_args
-        clone = type(self)(*args, **{**kwargs, **overrides})
-        clone.spec = self.spec
-        if same_state:
-            clone.set_state(self.get_state())
-        return clone
-
-    def get_state(self) -> dict[str, Any]:
-        skip = {"_init_args", "spec", *self._static_attributes}
-        return copy.deepcopy({k: v for k, v in vars(self).items() if k not in skip})
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        vars(self).update(copy.deepcopy(state))
-
-    def close(self) -> None:
-        """Release resources. Safe to call twice."""
-
-    def __enter__(self) -> MultiAgentEnv:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def rollout(
