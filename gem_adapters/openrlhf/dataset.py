@@ -19,46 +19,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gem_adapters import tasks
 
 INPUT_KEY = "prompt"
 LABEL_KEY = "label"
 
 
-@dataclass(frozen=True)
-class Task:
-    """What one episode plays: env id and seed, plus how to present it to the model."""
-
-    env_id: str
-    seed: int
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    system_prompt: str | None = None
-    max_turns: int | None = None  # actions per episode (None: the env's own limit)
-    template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"enable_thinking": False}
+class Task(tasks.Task):
+    """A ``gem_adapters.tasks.Task`` as a row's label: JSON text."""
 
     def to_label(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+        return self.to_json()
 
     @classmethod
     def from_label(cls, label: Any) -> Task:
         """The task of a row's label (JSON text, or the dict itself)."""
-        try:
-            data = json.loads(label) if isinstance(label, (str, bytes)) else dict(label)
-            max_turns = data.get("max_turns")
-            return cls(
-                env_id=str(data["env_id"]),
-                seed=int(data["seed"]),
-                env_kwargs=dict(data.get("env_kwargs") or {}),
-                system_prompt=data.get("system_prompt"),
-                max_turns=None if max_turns is None else int(max_turns),
-                template_kwargs=dict(data.get("template_kwargs") or {}),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(
-                f"a GEM row's label is JSON with env_id and seed (see gem_adapters.openrlhf.dataset), got {label!r}"
-            ) from exc
+        return cls.from_json(label)
 
 
 def task_rows(
@@ -72,26 +51,19 @@ def task_rows(
     template_kwargs: dict[str, Any] | None = None,
 ) -> list[dict[str, str]]:
     """``num_tasks`` rows; seeds ``first_seed, first_seed + 1, ...``, env ids taken in turn."""
-    import gem_core
-
-    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
-    if not ids or num_tasks < 0:
-        raise ValueError("need at least one env id and a non-negative number of tasks")
-    if max_turns is not None and max_turns < 1:
-        raise ValueError("max_turns must be at least 1")
-    kwargs = dict(env_kwargs or {})
-    envs = {env_id: gem_core.make(env_id, **kwargs) for env_id in ids}
-    rows = []
-    try:
-        for i in range(num_tasks):
-            env_id, seed = ids[i % len(ids)], first_seed + i
-            observation, _ = envs[env_id].reset(seed=seed)
-            task = Task(env_id, seed, kwargs, system_prompt, max_turns, dict(template_kwargs or {}))
-            rows.append({INPUT_KEY: str(observation), LABEL_KEY: task.to_label(), "datasource": env_id})
-    finally:
-        for env in envs.values():
-            env.close()
-    return rows
+    pairs = tasks.iter_tasks(
+        env_ids,
+        num_tasks,
+        first_seed=first_seed,
+        env_kwargs=env_kwargs,
+        system_prompt=system_prompt,
+        max_turns=max_turns,
+        template_kwargs=template_kwargs,
+    )
+    return [
+        {INPUT_KEY: str(observation), LABEL_KEY: task.to_json(), "datasource": task.env_id}
+        for task, observation in pairs
+    ]
 
 
 def write_prompts(path: str | Path, rows: Iterable[dict[str, str]]) -> Path:

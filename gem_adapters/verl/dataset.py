@@ -19,18 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gem_adapters.tasks import Task, iter_tasks
+
 AGENT_NAME = "gem_agent"
-
-
-@dataclass(frozen=True)
-class Task:
-    env_id: str
-    seed: int
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
 def task_rows(
@@ -43,37 +37,23 @@ def task_rows(
     agent_name: str = AGENT_NAME,
 ) -> list[dict[str, Any]]:
     """``num_tasks`` rows; seeds ``first_seed, first_seed + 1, ...``, env ids taken in turn."""
-    import gem_core
-
-    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
-    if not ids or num_tasks < 0:
-        raise ValueError("need at least one env id and a non-negative number of tasks")
-    kwargs = dict(env_kwargs or {})
-    envs = {env_id: gem_core.make(env_id, **kwargs) for env_id in ids}
     head = [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
-    rows = []
-    try:
-        for i in range(num_tasks):
-            env_id, seed = ids[i % len(ids)], first_seed + i
-            observation, _ = envs[env_id].reset(seed=seed)
-            rows.append(
-                {
-                    "data_source": env_id,
-                    "agent_name": agent_name,
-                    "prompt": [*head, {"role": "user", "content": str(observation)}],
-                    "reward_model": {"style": "gem_env", "ground_truth": ""},
-                    "extra_info": {
-                        "index": i,
-                        "env_id": env_id,
-                        "seed": seed,
-                        "env_kwargs": json.dumps(kwargs, sort_keys=True),
-                    },
-                }
-            )
-    finally:
-        for env in envs.values():
-            env.close()
-    return rows
+    pairs = iter_tasks(env_ids, num_tasks, first_seed=first_seed, env_kwargs=env_kwargs)
+    return [
+        {
+            "data_source": task.env_id,
+            "agent_name": agent_name,
+            "prompt": [*head, {"role": "user", "content": str(observation)}],
+            "reward_model": {"style": "gem_env", "ground_truth": ""},
+            "extra_info": {
+                "index": i,
+                "env_id": task.env_id,
+                "seed": task.seed,
+                "env_kwargs": json.dumps(task.env_kwargs, sort_keys=True),
+            },
+        }
+        for i, (task, observation) in enumerate(pairs)
+    ]
 
 
 def write_dataset(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
@@ -87,13 +67,13 @@ def write_dataset(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
 
 
 def task_from_row(extra_info: Any) -> Task:
-    """The task of a row's ``extra_info`` (as verl hands it to the agent loop)."""
+    """The task of a row's ``extra_info`` (as verl hands it to the agent loop); the system prompt
+    travels in the row's ``prompt`` instead (``system_prompt_of``)."""
     try:
         kwargs = extra_info.get("env_kwargs") or "{}"
-        return Task(
-            env_id=str(extra_info["env_id"]),
-            seed=int(extra_info["seed"]),
-            env_kwargs=json.loads(kwargs) if isinstance(kwargs, str) else dict(kwargs),
+        kwargs = json.loads(kwargs) if isinstance(kwargs, str) else dict(kwargs)
+        return Task.from_json(
+            {"env_id": extra_info["env_id"], "seed": extra_info["seed"], "env_kwargs": kwargs}
         )
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(

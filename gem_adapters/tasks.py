@@ -1,0 +1,93 @@
+"""A task: what one training episode plays, as a trainer's prompt dataset stores it.
+
+A task is an env id and a seed (hence the initial state) plus how to present the episode to the
+model: env kwargs, system prompt, turn limit and chat-template kwargs. The episodes a trainer samples
+from one dataset row share the task, hence the initial state: a GRPO group.
+
+``iter_tasks`` makes the tasks of a dataset (seeds ``first_seed, first_seed + 1, ...``, env ids taken
+in turn) together with each one's first observation; each framework adapter maps them to its own
+row format (``gem_adapters.verl.dataset``, ``gem_adapters.openrlhf.dataset``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one episode plays: env id and seed, plus how to present it to the model."""
+
+    env_id: str
+    seed: int
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    system_prompt: str | None = None
+    max_turns: int | None = None  # actions per episode (None: the env's own limit)
+    template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {"enable_thinking": False}
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, data: str | bytes | Mapping[str, Any]) -> Task:
+        """The task of JSON text (``to_json``) or of the mapping itself; unknown keys are ignored."""
+        try:
+            fields = json.loads(data) if isinstance(data, (str, bytes)) else dict(data)
+            max_turns = fields.get("max_turns")
+            return cls(
+                env_id=str(fields["env_id"]),
+                seed=int(fields["seed"]),
+                env_kwargs=dict(fields.get("env_kwargs") or {}),
+                system_prompt=fields.get("system_prompt"),
+                max_turns=None if max_turns is None else int(max_turns),
+                template_kwargs=dict(fields.get("template_kwargs") or {}),
+            )
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(
+                f"a GEM task is JSON with env_id and seed (see gem_adapters.tasks), got {data!r}"
+            ) from exc
+
+
+def iter_tasks(
+    env_ids: str | Sequence[str],
+    num_tasks: int,
+    *,
+    first_seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    system_prompt: str | None = None,
+    max_turns: int | None = None,
+    template_kwargs: dict[str, Any] | None = None,
+) -> Iterator[tuple[Task, Any]]:
+    """``num_tasks`` pairs (task, its first observation); seeds ``first_seed, first_seed + 1, ...``,
+    env ids taken in turn. The arguments are checked at once; the envs close when the iterator ends."""
+    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    if not ids or num_tasks < 0:
+        raise ValueError("need at least one env id and a non-negative number of tasks")
+    if max_turns is not None and max_turns < 1:
+        raise ValueError("max_turns must be at least 1")
+    kwargs, template = dict(env_kwargs or {}), dict(template_kwargs or {})
+    tasks = [
+        Task(ids[i % len(ids)], first_seed + i, kwargs, system_prompt, max_turns, template)
+        for i in range(num_tasks)
+    ]
+    return _with_first_observations(tasks, ids, kwargs)
+
+
+def _with_first_observations(
+    tasks: list[Task], env_ids: list[str], env_kwargs: dict[str, Any]
+) -> Iterator[tuple[Task, Any]]:
+    import gem_core
+
+    envs = {}
+    try:
+        for env_id in env_ids:
+            envs[env_id] = gem_core.make(env_id, **env_kwargs)
+        for task in tasks:
+            observation, _ = envs[task.env_id].reset(seed=task.seed)
+            yield task, observation
+    finally:
+        for env in envs.values():
+            env.close()
