@@ -90,12 +90,12 @@ def load_model(name_or_path: str = SMOLLM2, dtype: Any = None, **kwargs: Any):
     return AutoModelForCausalLM.from_pretrained(resolve(name_or_path), dtype=dtype or torch.float32, **kwargs)
 
 
-def tiny_causal_lm(tokenizer: Any, seed: int = 0, hidden_size: int = 64, num_layers: int = 2):
-    """A randomly initialised small Llama over ``tokenizer``'s vocabulary, for fast tests."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def tiny_llama_config(tokenizer: Any, hidden_size: int = 64, num_layers: int = 2):
+    """The config of a small Llama over ``tokenizer``'s vocabulary (also the text model of
+    ``gem_adapters.multimodal.tiny_llava``)."""
+    from transformers import LlamaConfig
 
-    config = LlamaConfig(
+    return LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,
@@ -108,6 +108,14 @@ def tiny_causal_lm(tokenizer: Any, seed: int = 0, hidden_size: int = 64, num_lay
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=True,
     )
+
+
+def tiny_causal_lm(tokenizer: Any, seed: int = 0, hidden_size: int = 64, num_layers: int = 2):
+    """A randomly initialised small Llama over ``tokenizer``'s vocabulary, for fast tests."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    config = tiny_llama_config(tokenizer, hidden_size, num_layers)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)

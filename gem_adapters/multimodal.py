@@ -33,6 +33,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from gem_adapters.models import tiny_llama_config
 from gem_adapters.policies.base import Generation, Policy, SamplingParams
 from gem_adapters.policies.transformers_policy import sample
 from gem_adapters.trajectory import Episode
@@ -200,7 +201,6 @@ def tiny_llava(tokenizer: Any, seed: int = 0, image_size: int = 32, patch_size: 
     import torch
     from transformers import (
         CLIPVisionConfig,
-        LlamaConfig,
         LlavaConfig,
         LlavaForConditionalGeneration,
         LlavaProcessor,
@@ -232,22 +232,9 @@ def tiny_llava(tokenizer: Any, seed: int = 0, image_size: int = 32, patch_size: 
         image_size=image_size,
         patch_size=patch_size,
     )
-    text = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=4096,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-    )
     config = LlavaConfig(
         vision_config=vision,
-        text_config=text,
+        text_config=tiny_llama_config(tokenizer),
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
