@@ -6,6 +6,7 @@ The shared core, written once and used by every framework adapter:
   ``gem_adapters.policies``    policy backends: a transformers model, an OpenAI-compatible server (vLLM)
   ``gem_adapters.trajectory``  token-exact episodes (incremental chat rendering, loss masks, JSONL)
   ``gem_adapters.advantages``  per-turn returns and estimators (ReBN, GRPO, RLOO, GAE, ...) by name
+  ``gem_adapters.tasks``       the task of one episode (env id + seed) and the rows of a prompt dataset
   ``gem_adapters.models``      the offline SmolLM2 and tiny test models
 
 Framework glue lives in one sub-package per trainer (``trl``, ``verl``, ...); importing this package
