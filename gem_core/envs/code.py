@@ -404,19 +404,16 @@ class CodeEnv(Env[str]):
         return text
 
     def sample_random_action(self) -> str:
-        """The reference solution, a wrong program, or prose without code (drawn from ``action_rng``)."""
-        choice = self.action_rng.randrange(3)
-        reference = self.problem.get("reference")
-        if choice == 0 and reference:
-            return f"Here is my solution.\n```python\n{reference}```"
-        if choice <= 1:
-            wrong = (
-                f"def {self.problem['fn_name']}(*args):\n    return None\n"
-                if self.problem["kind"] == "function"
-                else "print('no idea')\n"
-            )
-            return f"```python\n{wrong}```"
-        return "I am not sure how to solve this."
+        """A wrong program or prose without code (drawn from ``action_rng``): a random policy never
+        submits the reference solution, so random baselines and random data stay honest."""
+        if self.action_rng.randrange(2):
+            return "I am not sure how to solve this."
+        wrong = (
+            f"def {self.problem['fn_name']}(*args):\n    return None\n"
+            if self.problem["kind"] == "function"
+            else "print('no idea')\n"
+        )
+        return f"```python\n{wrong}```"
 
 
 def register_code_envs() -> None:
