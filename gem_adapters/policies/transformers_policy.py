@@ -113,6 +113,7 @@ class TransformersPolicy(Policy):
                     position_ids=position_ids,
                     past_key_values=past,
                     use_cache=True,
+                    logits_to_keep=1,  # only the last position is sampled: prefill skips a (B, T, vocab) matmul
                 )
                 past = out.past_key_values
                 logits = out.logits[:, -1, :].float()
