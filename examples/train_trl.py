@@ -54,7 +54,7 @@ class Args:
     max_turns: int | None = field(
         default=None, metadata={"help": "Actions per episode (None: the env's limit)."}
     )
-    max_turn_tokens: int = field(default=16, metadata={"help": "New tokens per turn."})
+    max_turn_tokens: int = field(default=12, metadata={"help": "New tokens per turn."})
     max_context_tokens: int = field(default=1024, metadata={"help": "Tokens per episode, prompt included."})
     # the model
     model: str = field(
@@ -71,11 +71,11 @@ class Args:
         default="rebn", metadata={"help": "rebn | grpo | dr_grpo | rloo | reinforce"}
     )
     gamma: float = field(default=0.9, metadata={"help": "Discount of per-turn rewards."})
-    learning_rate: float = 3e-5
-    total_steps: int = field(default=20, metadata={"help": "Optimizer steps; one batch of episodes each."})
-    episodes_per_step: int = 32
-    num_generations: int = field(default=4, metadata={"help": "Episodes per task seed (a GRPO group)."})
-    micro_batch_size: int = field(default=8, metadata={"help": "Episodes per forward/backward pass."})
+    learning_rate: float = 5e-5
+    total_steps: int = field(default=12, metadata={"help": "Optimizer steps; one batch of episodes each."})
+    episodes_per_step: int = 16
+    num_generations: int = field(default=2, metadata={"help": "Episodes per task seed (a GRPO group)."})
+    micro_batch_size: int = field(default=4, metadata={"help": "Episodes per forward/backward pass."})
     temperature: float = 1.0
     beta: float = field(default=0.0, metadata={"help": "KL coefficient to the initial model."})
     # evaluation and logging
