@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def test_one_tiny_step_writes_metrics_curve_and_trajectories(example, tmp_path):
     assert [e.info["split"] for e in episodes] == ["eval"] * 2 + ["train"] * 3 + ["eval"] * 2
     assert all(e.env_id == "game:GuessTheNumber-v0-easy" and e.num_turns == 4 for e in episodes)
     assert all(len(t.action_ids) <= 4 for e in episodes for t in e.turns)
+    # The worked example is context before the first observation (template tokens, no loss).
+    demonstration = json.loads(args.demonstration)
+    assert demonstration and all(e.prefix_messages == demonstration for e in episodes)
 
     png = (tmp_path / "learning_curve.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
