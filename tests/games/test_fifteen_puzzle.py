@@ -5,7 +5,7 @@ from collections import deque
 
 import pytest
 
-from gem_core import check_env, make
+from gem_core import make
 from gem_core.envs.games.fifteen_puzzle import (
     FifteenPuzzleEnv,
     apply_move,
@@ -149,8 +149,3 @@ def test_rules_prompt_and_determinism():
     assert "15-puzzle" in obs and "__" in obs and "\\boxed{up}" in obs and "50 turns left" in obs
     assert make("game:FifteenPuzzle-v0-hard").reset(seed=3)[0] == obs
     assert make("game:FifteenPuzzle-v0-hard").reset(seed=4)[0] != obs
-
-
-@pytest.mark.parametrize("suffix", ["-easy", "-hard", "-random", ""])
-def test_check_env(suffix):
-    check_env(make(f"game:FifteenPuzzle-v0{suffix}"))

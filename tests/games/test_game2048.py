@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gem_core import check_env, make
+from gem_core import make
 from gem_core.envs.games.game2048 import Game2048Env, scripted_action, slide
 
 
@@ -135,8 +135,3 @@ def test_new_games_start_with_two_tiles_and_depend_on_the_seed():
         boards.add(env.board)
     assert len(boards) > 10
     assert Game2048Env().reset(seed=5) == Game2048Env().reset(seed=5)
-
-
-@pytest.mark.parametrize("suffix", ["-easy", "-hard", "-extreme-hard", "-random", ""])
-def test_check_env(suffix):
-    check_env(make(f"game:Game2048-v0{suffix}"))

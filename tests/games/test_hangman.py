@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gem_core import check_env, make
+from gem_core import make
 from gem_core.envs.games import wordlists
 from gem_core.envs.games.hangman import HangmanEnv, scripted_action
 
@@ -101,11 +101,6 @@ def test_answer_lists():
     for length in (3, 7):
         answers = wordlists.words("answers", length)
         assert len(answers) >= 300 and all(len(w) == length and w.isalpha() for w in answers)
-
-
-@pytest.mark.parametrize("suffix", ["-easy", "-hard", "-random", ""])
-def test_check_env(suffix):
-    check_env(make(f"game:Hangman-v0{suffix}"))
 
 
 def test_determinism():

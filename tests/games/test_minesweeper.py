@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gem_core import check_env, make
+from gem_core import make
 from gem_core.envs.games.minesweeper import MinesweeperEnv, _neighbours, mine_probabilities, scripted_action
 
 
@@ -115,11 +115,6 @@ def test_probabilities_match_brute_force():
                     counts[m] += 1
         probs = mine_probabilities(board, 4)
         assert probs == pytest.approx({cell: counts[cell] / layouts for cell in hidden})
-
-
-@pytest.mark.parametrize("suffix", ["-easy", "-hard", "-random", ""])
-def test_check_env(suffix):
-    check_env(make(f"game:Minesweeper-v0{suffix}"))
 
 
 def test_determinism():

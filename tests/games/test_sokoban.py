@@ -5,7 +5,7 @@ from collections import deque
 
 import pytest
 
-from gem_core import check_env, make
+from gem_core import make
 from gem_core.envs.games.sokoban import SokobanEnv, scripted_action, solve
 
 
@@ -152,8 +152,3 @@ def test_determinism():
     first = make("game:Sokoban-v0-hard").reset(seed=11)
     assert make("game:Sokoban-v0-hard").reset(seed=11) == first
     assert make("game:Sokoban-v0-hard").reset(seed=12) != first
-
-
-@pytest.mark.parametrize("suffix", ["-easy", "-hard", "-random", ""])
-def test_check_env(suffix):
-    check_env(make(f"game:Sokoban-v0{suffix}"))

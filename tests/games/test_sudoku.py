@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from gem_core import check_env, make
+from gem_core import make
 from gem_core.envs.games.sudoku import SudokuEnv, count_solutions, parse_move, scripted_action
 
 
@@ -162,8 +162,3 @@ def test_determinism():
     a, b = SudokuEnv(size=9, clues=50), SudokuEnv(size=9, clues=50)
     assert a.reset(seed=7) == b.reset(seed=7)
     assert a.reset(seed=7) != b.reset(seed=8)
-
-
-@pytest.mark.parametrize("suffix", ["-easy", "-hard", "-random", ""])
-def test_check_env(suffix):
-    check_env(make(f"game:Sudoku-v0{suffix}"))

@@ -6,7 +6,7 @@ from collections import deque
 
 import pytest
 
-from gem_core import check_env, make
+from gem_core import make
 from gem_core.envs.games.tower_of_hanoi import TowerOfHanoiEnv, scripted_action
 
 
@@ -157,9 +157,3 @@ def test_determinism_of_random_play():
 
     assert transcript(3) == transcript(3)
     assert transcript(3) != transcript(4)
-
-
-@pytest.mark.parametrize("suffix", ["-easy", "-hard", "-random", ""])
-@pytest.mark.parametrize("name", ["TowerOfHanoi", "TowerofHanoi"])
-def test_check_env(name, suffix):
-    check_env(make(f"game:{name}-v0{suffix}"))

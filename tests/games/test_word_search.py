@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gem_core import check_env, make
+from gem_core import make
 from gem_core.envs.games.word_search import WordSearchEnv, occurrences, scripted_action
 
 
@@ -92,11 +92,6 @@ def test_turns_run_out_with_partial_credit_only():
     env.reset(seed=0)
     _, reward, terminated, truncated, info = env.step(scripted_action(env))
     assert reward == pytest.approx(0.1) and truncated and not terminated and not info["success"]
-
-
-@pytest.mark.parametrize("suffix", ["-easy", "-hard", "-random", ""])
-def test_check_env(suffix):
-    check_env(make(f"game:WordSearch-v0{suffix}"))
 
 
 def test_determinism():
