@@ -13,13 +13,15 @@ The path of an image (``gem_core.observation.MultimodalObservation``, e.g. ``mat
 3. A trainer scores ``prompt_ids + completion_ids`` with the same image tensors:
    ``vision_inputs(processor, [episode_images(e) for e in episodes])`` gives them for a batch.
 
-TRL (1.16): with a ``rollout_func``, ``GRPOTrainer`` builds the image tensors of its forward pass from
-the dataset rows (their ``images`` column), not from the rollout. A GEM task whose images are those of
-its first observation (all single-turn image envs) therefore carries them in its dataset row:
-``first_observation_images(env_id, seed)``, and a conversational ``prompt`` (TRL requires one with
-images); ``task_text(prompt)`` reads the task back from the multimodal message TRL hands to the
-``rollout_func``. ``images_only_in_first_prompt(episode)`` checks the assumption: images that arrive
-in later turns cannot reach TRL's forward pass.
+Training a VLM with TRL (1.16) takes no code of its own: ``GEMGRPOTrainer(model, config,
+tasks_dataset("math:GeometryFigures-v0-easy", n), processing_class=processor)``
+(``gem_adapters.trl``). Its ``rollout_func`` plays the episodes with ``VisionLanguagePolicy``; TRL
+builds the image tensors of its forward pass from the dataset rows (their ``images`` column), not
+from the rollout, so ``tasks_dataset`` puts each task's ``first_observation_images(env_id, seed)``
+there (with the conversational ``prompt`` TRL requires with images). That covers every env whose
+images are all in its first observation (all single-turn image envs):
+``images_only_in_first_prompt(episode)`` checks it, and the ``rollout_func`` refuses an episode that
+shows images in later turns, which cannot reach TRL's forward pass.
 
 ``tiny_llava(tokenizer)`` builds a randomly initialised ~3M-parameter LLaVA (CLIP vision tower +
 Llama) and its processor offline, for tests.
@@ -78,17 +80,6 @@ def first_observation_images(env_id: str, seed: int, **env_kwargs: Any) -> list[
     with gem_core.make(env_id, **env_kwargs) as env:
         obs, _ = env.reset(seed=seed)
     return decode_images(_observation_images(obs))
-
-
-def task_text(prompt: Any) -> str:
-    """The text of a TRL prompt: a string, or the text parts of its last user message (TRL turns a
-    conversational prompt with images into ``[{"type": "image", ...}, {"type": "text", ...}]``)."""
-    if isinstance(prompt, str):
-        return prompt
-    content = [m for m in prompt if m.get("role") == "user"][-1]["content"]
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
 def vision_inputs(

@@ -4,6 +4,10 @@
 (per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens), ``tasks_dataset`` /
 ``task_prompt`` (what the trainer's dataset holds: env id + seed), ``make_rollout_func`` (the
 ``rollout_func`` that plays the episodes) and ``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``).
+
+Vision-language models train the same way: pass the model's processor as ``processing_class`` and
+``tasks_dataset`` of an image env (e.g. ``math:GeometryFigures-v0-easy``), whose rows then carry the
+first observation's images for TRL's forward pass (see ``gem_adapters.trl.rollout``).
 """
 
 from gem_adapters.trl.config import GEMGRPOConfig

@@ -17,9 +17,23 @@ One episode, one sample (``episode_to_sample``)::
 last action's last id, so TRL's truncation test (does the completion end with EOS?) is true exactly
 when the last action was cut off by ``max_turn_tokens``.
 
-Generation: with ``use_vllm`` the trainer's vLLM backend (``VLLMPolicy``, colocate or server mode);
-otherwise a ``TransformersPolicy`` around the trainer's own (unwrapped) model, all active episodes
-batched per turn by the shared rollout driver.
+Generation: with ``use_vllm`` the trainer's vLLM backend (``VLLMPolicy``, colocate or server mode,
+text only); otherwise the trainer's own (unwrapped) model: a ``TransformersPolicy``, all active
+episodes batched per turn by the shared rollout driver, or, when ``processing_class`` is a
+multimodal processor, a ``VisionLanguagePolicy`` (``gem_adapters.multimodal``).
+
+Vision-language models (e.g. ``math:GeometryFigures-v0``): TRL builds the image tensors of its
+forward pass from the dataset row's ``images`` column, not from the rollout. ``tasks_dataset``
+therefore puts each task's first-observation images there, with a conversational ``prompt`` as TRL
+requires (automatic when the env's first observation has images), and the ``rollout_func`` checks
+that every episode shows exactly its row's images: an env that shows images in later turns is
+refused. Training a VLM takes no more than a processor::
+
+    model, processor = ...  # e.g. LlavaForConditionalGeneration and its AutoProcessor
+    trainer = GEMGRPOTrainer(
+        model, GEMGRPOConfig(...), tasks_dataset("math:GeometryFigures-v0-easy", 1000),
+        processing_class=processor,
+    )
 """
 
 from __future__ import annotations
@@ -43,30 +57,50 @@ def task_prompt(env_id: str, seed: int) -> str:
 
 
 def parse_task_prompt(prompt: Any) -> tuple[str, int]:
-    """``(env_id, seed)`` of a prompt made by ``task_prompt``."""
+    """``(env_id, seed)`` of a prompt made by ``task_prompt``: the JSON string, or the conversational
+    prompt of an image task as TRL hands it to the ``rollout_func`` (its last user message, a string
+    or a content list ``[{"type": "image", ...}, {"type": "text", "text": ...}]``)."""
     try:
+        if not isinstance(prompt, str):
+            content = [m for m in prompt if m["role"] == "user"][-1]["content"]
+            if not isinstance(content, str):
+                content = "".join(part["text"] for part in content if part["type"] == "text")
+            prompt = content
         task = json.loads(prompt)
         return str(task["env_id"]), int(task["seed"])
-    except (TypeError, ValueError, KeyError) as exc:
+    except (TypeError, ValueError, KeyError, IndexError) as exc:
         raise ValueError(
             f"a GEM task prompt is the JSON of an env id and a seed (see task_prompt), got {prompt!r}"
         ) from exc
 
 
-def tasks_dataset(env_ids: str | Sequence[str], num_tasks: int, first_seed: int = 0):
+def tasks_dataset(
+    env_ids: str | Sequence[str], num_tasks: int, first_seed: int = 0, images: bool | None = None
+):
     """A ``datasets.Dataset`` of ``num_tasks`` tasks (columns ``prompt``, ``env_id``, ``seed``); seeds
-    ``first_seed, first_seed + 1, ...``, env ids taken in turn from ``env_ids``."""
+    ``first_seed, first_seed + 1, ...``, env ids taken in turn from ``env_ids``.
+
+    With ``images`` (``None``: when some env id's first observation has images) each row also holds
+    the images of its task's first observation (``images``, empty for a text env) and its ``prompt``
+    is conversational, ``[{"role": "user", "content": task_prompt(...)}]``: what TRL needs to give a
+    vision-language model's forward pass the images the episode showed."""
     from datasets import Dataset
+
+    from gem_adapters.multimodal import first_observation_images
 
     ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
     rows = [(ids[i % len(ids)], first_seed + i) for i in range(num_tasks)]
-    return Dataset.from_dict(
-        {
-            "prompt": [task_prompt(env_id, seed) for env_id, seed in rows],
-            "env_id": [env_id for env_id, _ in rows],
-            "seed": [seed for _, seed in rows],
-        }
-    )
+    if images is None:
+        images = any(first_observation_images(env_id, seed) for env_id, seed in dict(rows).items())
+    columns: dict[str, list[Any]] = {
+        "prompt": [task_prompt(env_id, seed) for env_id, seed in rows],
+        "env_id": [env_id for env_id, _ in rows],
+        "seed": [seed for _, seed in rows],
+    }
+    if images:
+        columns["prompt"] = [[{"role": "user", "content": prompt}] for prompt in columns["prompt"]]
+        columns["images"] = [first_observation_images(env_id, seed) for env_id, seed in rows]
+    return Dataset.from_dict(columns)
 
 
 @dataclass
@@ -112,7 +146,8 @@ def make_rollout_func(
 
     Besides ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` it returns, per sample,
     ``episode`` (the ``Episode``; TRL passes it to the reward functions) and, for the whole call,
-    ``rollout_seconds``.
+    ``rollout_seconds``. An episode must show exactly the images of its prompt (its dataset row's,
+    which TRL's forward pass gets): otherwise a ``ValueError`` says why.
     """
 
     calls = 0
@@ -121,6 +156,10 @@ def make_rollout_func(
         nonlocal calls
         calls += 1
         tasks = [parse_task_prompt(p) for p in prompts]
+        if trainer.use_vllm and any(_num_images(p) for p in prompts):
+            raise NotImplementedError(
+                "VLLMPolicy generates from token ids only: train on images with use_vllm=False"
+            )
         sampling = SamplingParams(
             max_new_tokens=max_turn_tokens,
             temperature=trainer.temperature,
@@ -143,6 +182,8 @@ def make_rollout_func(
             )
         elapsed = time.perf_counter() - started
         samples = [episode_to_sample(e) for e in episodes]
+        for prompt, episode in zip(prompts, episodes):
+            _check_images(prompt, episode)
         return {
             "prompt_ids": [s.prompt_ids for s in samples],
             "completion_ids": [s.completion_ids for s in samples],
@@ -155,8 +196,39 @@ def make_rollout_func(
     return rollout_func
 
 
+def _num_images(prompt: Any) -> int:
+    """The images TRL put in a prompt (the dataset row's): image parts of its messages' content."""
+    if isinstance(prompt, str):
+        return 0
+    return sum(
+        isinstance(part, dict) and part.get("type") == "image"
+        for message in prompt
+        if not isinstance(message["content"], str)
+        for part in message["content"]
+    )
+
+
+def _check_images(prompt: Any, episode: Episode) -> None:
+    """TRL's forward pass sees the images of the episode's dataset row, not the episode's own."""
+    from gem_adapters.multimodal import images_only_in_first_prompt
+
+    where = f"episode of {episode.env_id} (seed {episode.seed})"
+    if not images_only_in_first_prompt(episode):
+        raise ValueError(
+            f"{where} shows images after its first observation; TRL's forward pass only gets the images of "
+            "the dataset row (the first observation's), so this env cannot be trained through TRL's rollout_func"
+        )
+    shown, given = len(episode.images()), _num_images(prompt)
+    if shown != given:
+        raise ValueError(
+            f"{where} shows {shown} image(s) but its dataset row carries {given}: build the dataset with "
+            "tasks_dataset(..., images=True) so that TRL's forward pass gets the images the model saw"
+        )
+
+
 class _policy_for:
-    """The generation backend for one call: vLLM when the trainer uses it, else the trainer's model."""
+    """The generation backend for one call: vLLM when the trainer uses it, else the trainer's model
+    (with its images when ``processing_class`` is a multimodal processor)."""
 
     def __init__(self, trainer: Any, seed: int):
         self.trainer, self.seed = trainer, seed
@@ -179,6 +251,10 @@ class _policy_for:
             gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
         )
         model = self._context.__enter__()
+        if hasattr(trainer.processing_class, "image_processor"):
+            from gem_adapters.multimodal import VisionLanguagePolicy
+
+            return VisionLanguagePolicy(model, trainer.processing_class, seed=self.seed)
         return TransformersPolicy(model, trainer.processing_class, seed=self.seed)
 
     def __exit__(self, *exc: Any) -> None:

@@ -44,8 +44,10 @@ def episode_return(completions: list[Any], episode: list[Episode], **_: Any) -> 
 
 class GEMGRPOTrainer(GRPOTrainer):
     """``GRPOTrainer`` over GEM episodes. ``train_dataset`` holds task prompts
-    (``gem_adapters.trl.tasks_dataset``); ``renderer`` defaults to the tokenizer's chat template with
-    ``args.system_prompt``."""
+    (``gem_adapters.trl.tasks_dataset``); ``renderer`` defaults to ``processing_class``'s chat
+    template with ``args.system_prompt``. ``processing_class``: a tokenizer, or a vision-language
+    model's processor to train on image observations (see ``gem_adapters.trl.rollout``); by default
+    ``AutoProcessor`` of the model's name (a tokenizer for a text model)."""
 
     def __init__(
         self,
@@ -63,10 +65,10 @@ class GEMGRPOTrainer(GRPOTrainer):
         if args.repetition_penalty != 1.0 or args.min_p is not None:
             raise ValueError("repetition_penalty and min_p are not supported by the GEM rollout")
         if processing_class is None:
-            from transformers import AutoTokenizer
+            from transformers import AutoProcessor
 
             name = model if isinstance(model, str) else model.config._name_or_path
-            processing_class = AutoTokenizer.from_pretrained(name)
+            processing_class = AutoProcessor.from_pretrained(name)
         self.renderer = renderer or ChatRenderer(processing_class, args.system_prompt)
         rollout_func = kwargs.pop("rollout_func", None) or make_rollout_func(
             self.renderer,

@@ -1,11 +1,10 @@
 """Vision-language episodes with a tiny LLaVA built offline: image tokens in the rendered ids, a rollout
-whose logprobs a forward pass with the images reproduces, multi-turn images, JSONL, and TRL's GRPO
-forward pass fed from the dataset's images column."""
+whose logprobs a forward pass with the images reproduces, multi-turn images, JSONL. (Training through
+TRL: ``tests/adapters/trl/test_trl_vision.py``.)"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -20,14 +19,11 @@ Image = pytest.importorskip("PIL.Image")
 
 from gem_adapters.multimodal import (  # noqa: E402
     VisionLanguagePolicy,
-    first_observation_images,
     images_only_in_first_prompt,
     sequence_logprobs,
-    task_text,
     tiny_llava,
     vision_inputs,
 )
-from gem_adapters.policies.base import SamplingParams  # noqa: E402
 from gem_adapters.rollout import arollout, rollout  # noqa: E402
 from gem_adapters.trajectory import ChatRenderer, read_jsonl, write_jsonl  # noqa: E402
 
@@ -174,75 +170,3 @@ def test_arollout_plays_image_envs_like_rollout(llava, renderer):
         arollout([ENV], VisionLanguagePolicy(model, processor, seed=4), renderer, seeds=[9], max_new_tokens=5)
     )
     assert asynchronous.to_sequence() == sync.to_sequence() and asynchronous.images() == sync.images()
-
-
-def test_trl_grpo_forward_pass_sees_the_rollout_images(llava, renderer, tmp_path):
-    """TRL 1.16's rollout_func path: the images of the forward pass come from the dataset's ``images``
-    column. With the task's first-observation images there, TRL's own recomputation of the logprobs
-    (``old_per_token_logps``) equals the rollout's on every generated token."""
-    datasets = pytest.importorskip("datasets")
-    trl = pytest.importorskip("trl")
-    model, processor = llava
-    tasks = [(ENV, 5), (ENV, 6)]
-    dataset = datasets.Dataset.from_dict(
-        {
-            "prompt": [[{"role": "user", "content": json.dumps({"env_id": e, "seed": s})}] for e, s in tasks],
-            "images": [first_observation_images(e, s) for e, s in tasks],
-        }
-    )
-
-    def rollout_func(prompts, trainer):
-        tasks = [json.loads(task_text(p)) for p in prompts]
-        episodes = rollout(
-            [t["env_id"] for t in tasks],
-            VisionLanguagePolicy(trainer.model, trainer.processing_class, seed=3),
-            renderer,
-            seeds=[t["seed"] for t in tasks],
-            max_new_tokens=6,
-            sampling=SamplingParams(max_new_tokens=6),
-        )
-        out = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], "episode": episodes}
-        for episode in episodes:
-            sequence = episode.to_sequence(include_closing=False)
-            start = sequence.turn_spans[0][0]
-            out["prompt_ids"].append(sequence.token_ids[:start])
-            out["completion_ids"].append(sequence.token_ids[start:])
-            out["logprobs"].append(sequence.logprobs[start:])
-            out["env_mask"].append(sequence.loss_mask[start:])
-        return out
-
-    batches = []
-
-    class Trainer(trl.GRPOTrainer):
-        def _generate_and_score_completions(self, inputs):
-            batches.append(super()._generate_and_score_completions(inputs))
-            return batches[-1]
-
-    args = trl.GRPOConfig(
-        output_dir=str(tmp_path),
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_completion_length=16,
-        max_steps=1,
-        num_iterations=2,  # makes TRL recompute the sampling logprobs with its own forward pass
-        report_to=[],
-        use_cpu=True,
-        bf16=False,
-        save_strategy="no",
-        seed=0,
-    )
-    trainer = Trainer(
-        model=model,
-        reward_funcs=lambda completions, episode, **_: [e.total_reward for e in episode],
-        args=args,
-        train_dataset=dataset,
-        processing_class=processor,
-        rollout_func=rollout_func,
-    )
-    trainer.train()
-    (batch,) = batches
-    assert tuple(batch["pixel_values"].shape) == (4, 3, 32, 32) and batch["num_images"] == [1, 1, 1, 1]
-    assert (batch["prompt_ids"] == image_id(processor)).sum(dim=1).tolist() == [IMAGE_TOKENS] * 4
-    mask = batch["completion_mask"] * batch["tool_mask"]
-    gap = ((batch["old_per_token_logps"] - batch["sampling_per_token_logps"]).abs() * mask).max()
-    assert mask.sum() > 0 and float(gap) < 1e-4
