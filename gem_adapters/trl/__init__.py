@@ -10,7 +10,8 @@ Vision-language models train the same way: pass the model's processor as ``proce
 first observation's images for TRL's forward pass (see ``gem_adapters.trl.rollout``).
 """
 
-from gem_adapters.trl.config import GEMGRPOConfig
+from gem_adapters.trl.config import GEMGRPOConfig, GEMPPOConfig
+from gem_adapters.trl.critic import GEMPPOTrainer, TurnCritic
 from gem_adapters.trl.rollout import (
     EpisodeSample,
     episode_to_sample,
@@ -26,6 +27,9 @@ __all__ = [
     "EpisodeSample",
     "GEMGRPOConfig",
     "GEMGRPOTrainer",
+    "GEMPPOConfig",
+    "GEMPPOTrainer",
+    "TurnCritic",
     "VLLMPolicy",
     "episode_return",
     "episode_to_sample",

@@ -61,5 +61,25 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"unknown advantage_estimator {self.advantage_estimator!r}; known: {sorted(ESTIMATORS)}"
             )
-        if self.advantage_estimator == "gae":
-            raise ValueError("'gae' needs a critic's values; GRPOTrainer trains no critic")
+        if (self.advantage_estimator == "gae") != self.trains_critic:
+            raise ValueError(
+                "'gae' needs a critic: use GEMPPOConfig with GEMPPOTrainer"
+                if not self.trains_critic
+                else "GEMPPOTrainer's advantages are turn-level GAE: advantage_estimator must be 'gae'"
+            )
+
+    trains_critic = False  # a class attribute, not a field: GEMPPOConfig says True
+
+
+@dataclass
+class GEMPPOConfig(GEMGRPOConfig):
+    """``GEMGRPOConfig`` for ``GEMPPOTrainer``: turn-level GAE from a critic trained beside the policy."""
+
+    trains_critic = True
+    advantage_estimator: str = field(default="gae", metadata={"help": "Always 'gae'."})
+    lam: float = field(default=1.0, metadata={"help": "GAE lambda over turns."})
+    critic_learning_rate: float = field(default=1e-3, metadata={"help": "Adam step size of the critic."})
+    critic_epochs: int = field(default=4, metadata={"help": "Critic passes over each generation batch."})
+    whiten_advantages: bool = field(
+        default=True, metadata={"help": "Normalise the GAE advantages over the batch's turns (as PPO does)."}
+    )

@@ -101,6 +101,15 @@ class GEMGRPOTrainer(GRPOTrainer):
 
     def token_advantages(self, episodes: Sequence[Episode], width: int) -> torch.Tensor:
         """(len(episodes), width) float32: each turn's advantage on that turn's completion tokens."""
+        rows = [
+            turn_values_to_tokens(values, episode_to_sample(episode).turn_spans, width)
+            for values, episode in zip(self.turn_advantages(episodes), episodes)
+        ]
+        return torch.from_numpy(np.stack(rows)).float()
+
+    def turn_advantages(self, episodes: Sequence[Episode]) -> list[np.ndarray]:
+        """One advantage per turn of each of this process's episodes, the estimator seeing the
+        episodes of every process."""
         rewards = [[t.reward for t in e.turns] for e in episodes]
         groups = [e.group_id for e in episodes]
         if self.accelerator.num_processes > 1:
@@ -113,11 +122,7 @@ class GEMGRPOTrainer(GRPOTrainer):
             eps=self.args.advantage_eps,
         )
         first = self.accelerator.process_index * len(episodes)
-        rows = [
-            turn_values_to_tokens(values, episode_to_sample(episode).turn_spans, width)
-            for values, episode in zip(per_turn[first : first + len(episodes)], episodes)
-        ]
-        return torch.from_numpy(np.stack(rows)).float()
+        return per_turn[first : first + len(episodes)]
 
     def _log_episodes(self, episodes: Sequence[Episode], rollout_seconds: float) -> None:
         mode = "train" if self.model.training else "eval"

@@ -1,0 +1,236 @@
+"""The policy of the learning experiments: a small Llama with a domain tokenizer, warmed up by SFT.
+
+SmolLM2-135M takes about a minute per 16-episode step on 2 cores (``examples/train_trl.py``), too
+slow for several seeds of several arms. The experiments therefore train a ~0.8M-parameter Llama
+whose byte-level BPE tokenizer (512 ids, ChatML turn markers) is trained on the tasks' own text, so a
+step takes about a second. It starts from a short supervised warm-up on episodes of a *scripted
+warm-up player* that knows the reply format and plays legally but without skill:
+
+* ``guess`` (GuessTheNumber 1-10, 10 turns): a uniformly random number the hints still allow; no
+  preference for the middle, so binary search is what RL has to find;
+* ``hangman`` (Hangman, 3 letters, 10 turns): a uniformly random letter not yet guessed;
+* ``sum`` (single turn, ``rg:basic_arithmetic``, a + b with one-digit terms): the right sum 30% of
+  the time, otherwise a random number from -18 to 18.
+
+Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.models.cache_dir``);
+nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import string
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import gem_core
+from gem_adapters.models import cache_dir
+from gem_adapters.trajectory import ChatRenderer, Episode
+
+CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+    "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+@dataclass(frozen=True)
+class Task:
+    env_id: str
+    warmup_action: Callable[[Any, random.Random], str]  # (env, rng) -> the warm-up player's reply
+    max_turn_tokens: int = 8
+
+
+def _guess_warmup(env: Any, rng: random.Random) -> str:
+    return f"\\boxed{{{rng.randint(env.low, env.high)}}}"
+
+
+def _hangman_warmup(env: Any, rng: random.Random) -> str:
+    return "\\boxed{" + rng.choice([c for c in string.ascii_lowercase if c not in env.guessed_letters]) + "}"
+
+
+def _sum_warmup(env: Any, rng: random.Random) -> str:
+    answer = env.example["answer"] if rng.random() < 0.3 else str(rng.randint(-18, 18))
+    return f"<answer>{answer}</answer>"
+
+
+def _register() -> None:
+    if "game:GuessTheNumber-v0-learn" in gem_core.list_envs("game:GuessTheNumber-v0-learn"):
+        return
+    gem_core.register(
+        "game:GuessTheNumber-v0-learn",
+        "gem_core.envs.games.guess_the_number:GuessTheNumberEnv",
+        description="GuessTheNumber 1-10 with 10 turns: every legal strategy can win; only speed differs.",
+        min_number=1,
+        max_number=10,
+        max_turns=10,
+    )
+    gem_core.register(
+        "rg:sum-learn",
+        "gem_core.envs.reasoning_gym:ReasoningGymEnv",
+        description="a + b with one-digit terms (rg:basic_arithmetic).",
+        multi_turn=False,
+        name="basic_arithmetic",
+        min_terms=2,
+        max_terms=2,
+        min_digits=1,
+        max_digits=1,
+        operators=["+"],
+    )
+
+
+_register()
+TASKS = {
+    "guess": Task("game:GuessTheNumber-v0-learn", _guess_warmup),
+    "hangman": Task("game:Hangman-v0-easy", _hangman_warmup),
+    "sum": Task("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
+}
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """What the cached warm-up policy is built from (its hash names the cache folder)."""
+
+    task: str
+    seed: int = 0
+    vocab_size: int = 512
+    hidden_size: int = 128
+    num_layers: int = 4
+    warmup_episodes: int = 3000
+    warmup_steps: int = 400
+    warmup_batch: int = 32
+    warmup_lr: float = 2e-3
+    version: int = 1
+
+    def folder(self) -> Path:
+        digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        return cache_dir() / "learning" / f"{self.task}-seed{self.seed}-{digest}"
+
+
+def renderer_for(tokenizer: Any) -> ChatRenderer:
+    return ChatRenderer(tokenizer)
+
+
+def scripted_games(task: Task, num: int, seed: int):
+    """Yield ``(seed, [(observation, action, step_result), ...])`` for ``num`` games of the warm-up player."""
+    rng = random.Random(seed)
+    with gem_core.make(task.env_id) as env:
+        for i in range(num):
+            game_seed = seed * 1_000_003 + i
+            obs, _ = env.reset(seed=game_seed)
+            moves, done = [], False
+            while not done:
+                action = task.warmup_action(env.unwrapped, rng)
+                result = env.step(action)
+                moves.append((obs, action, result))
+                obs, done = result[0], result[2] or result[3]
+            yield game_seed, moves
+
+
+def scripted_episodes(task: Task, renderer: ChatRenderer, num: int, seed: int) -> list[Episode]:
+    """Episodes of the task's warm-up player, token by token as a policy would have played them."""
+    tokenizer = renderer.tokenizer
+    episodes = []
+    for game_seed, moves in scripted_games(task, num, seed):
+        builder = renderer.start(moves[0][0], env_id=task.env_id, seed=game_seed)
+        for _, action, result in moves:
+            builder.context()
+            builder.add_action(tokenizer.encode(action, add_special_tokens=False) + [tokenizer.eos_token_id])
+            builder.add_feedback(*result)
+        episodes.append(builder.finish())
+    return episodes
+
+
+def train_tokenizer(texts: list[str], vocab_size: int):
+    """A byte-level BPE (any text encodes; digits one id each) with ChatML turn markers."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(texts, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>", padding_side="left"
+    )
+    tokenizer.chat_template = CHATML
+    return tokenizer
+
+
+def warmed_up_policy(spec: PolicySpec) -> Path:
+    """The folder of the SFT-warmed policy (model + tokenizer) for ``spec``; built on first use (~1 min)."""
+    folder = spec.folder()
+    if (folder / "config.json").exists():
+        return folder
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    task = TASKS[spec.task]
+    # The tokenizer learns from plain-text episodes of every task, so the ids mean the same across tasks.
+    corpus = [
+        text
+        for other in TASKS.values()
+        for _, moves in scripted_games(other, 200, seed=10_000 + spec.seed)
+        for obs, action, (last_obs, *_) in moves
+        for text in (obs, action, last_obs)
+    ]
+    tokenizer = train_tokenizer(corpus, spec.vocab_size)
+    episodes = scripted_episodes(task, renderer_for(tokenizer), spec.warmup_episodes, seed=spec.seed)
+    sequences = [e.to_sequence() for e in episodes]
+
+    torch.manual_seed(spec.seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.hidden_size * 2,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=1024,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        tie_word_embeddings=True,
+    )
+    model = LlamaForCausalLM(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warmup_lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, spec.warmup_lr, total_steps=spec.warmup_steps)
+    rng = random.Random(spec.seed)
+    model.train()
+    for _ in range(spec.warmup_steps):
+        batch = rng.sample(sequences, spec.warmup_batch)
+        width = max(len(s.token_ids) for s in batch)
+        ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+        labels = torch.full((len(batch), width), -100)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, s in enumerate(batch):
+            n = len(s.token_ids)
+            ids[row, :n] = attention[row, :n] = torch.tensor(s.token_ids)
+            attention[row, :n] = 1
+            labels[row, :n] = torch.where(torch.tensor(s.loss_mask, dtype=torch.bool), ids[row, :n], -100)
+        loss = model(input_ids=ids, attention_mask=attention, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    partial = folder.with_name(folder.name + ".partial")
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    (partial / "spec.json").write_text(json.dumps({**asdict(spec), "final_sft_loss": loss.item()}, indent=1))
+    partial.rename(folder)
+    return folder

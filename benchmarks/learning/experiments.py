@@ -1,0 +1,187 @@
+"""The learning experiments of the GEM paper, in small: run them, then plot them.
+
+    python benchmarks/learning/experiments.py run discount credit critic --seeds 0 1 2 --workers 2
+    python benchmarks/learning/experiments.py plot discount credit critic adapters
+
+``run`` trains every arm of the named experiments for every seed through ``train.py`` (one process
+per run, ``OMP_NUM_THREADS=1``, ``--workers`` at a time; a run whose CSV exists is skipped, so runs
+shared by two experiments train once). ``plot`` writes, per experiment, ``<name>.png`` (mean over
+seeds, shaded min-max, of a 5-step moving average) and ``<name>.csv`` (per arm and seed: the mean
+of the first and of the last 10 steps) under ``benchmarks/results/learning/``.
+
+1. ``discount``: GuessTheNumber 1-10 (10 turns), ReBN with gamma 0.9 vs 1.0.
+2. ``credit``: Hangman (dense per-letter rewards), ReBN vs turn-agnostic GRPO vs REINFORCE (no baseline).
+3. ``adapters``: Hangman, ReBN through TRL (``credit``'s runs) and through verl's own agent loop,
+   advantage and loss code on CPU (``verl_cpu.py``).
+4. ``critic``: PPO with a turn-level critic (GAE, ``GEMPPOTrainer``) vs GRPO vs ReBN on a single-turn
+   task (``sum``) and on Hangman.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE.parent / "results" / "learning"
+RUNS = RESULTS / "runs"
+
+
+def arm(task: str, estimator: str, gamma: float = 0.9, trainer: str = "train.py") -> dict:
+    return {"task": task, "estimator": estimator, "gamma": gamma, "trainer": trainer}
+
+
+EXPERIMENTS = {
+    "discount": [arm("guess", "rebn", 0.9), arm("guess", "rebn", 1.0)],
+    "credit": [arm("hangman", e) for e in ("rebn", "grpo", "reinforce")],
+    "adapters": [arm("hangman", "rebn"), arm("hangman", "rebn", trainer="verl_cpu.py")],
+    "critic": [arm(t, e) for t in ("sum", "hangman") for e in ("gae", "grpo", "rebn")],
+}
+METRICS = {  # what each experiment plots
+    "discount": ["success_rate", "turns_to_solve", "turns"],
+    "credit": ["success_rate", "return", "invalid_rate"],
+    "adapters": ["success_rate", "return", "invalid_rate"],
+    "critic": ["success_rate", "return"],
+}
+
+
+def label(a: dict) -> str:
+    via = "" if a["trainer"] == "train.py" else f" via {a['trainer'].removesuffix('_cpu.py')}"
+    return f"{a['task']} {a['estimator']} gamma={a['gamma']}{via}"
+
+
+def run_path(a: dict, seed: int) -> Path:
+    prefix = "" if a["trainer"] == "train.py" else a["trainer"].removesuffix("_cpu.py") + "-"
+    return RUNS / f"{prefix}{a['task']}-{a['estimator']}-g{a['gamma']}-seed{seed}.csv"
+
+
+def command(a: dict, seed: int, steps: int) -> list[str]:
+    return [
+        sys.executable, str(HERE / a["trainer"]), "--task", a["task"], "--estimator", a["estimator"],
+        "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps), "--out", str(run_path(a, seed)),
+    ]  # fmt: skip
+
+
+def run(names: list[str], seeds: list[int], steps: int, workers: int) -> None:
+    jobs = {}
+    for name in names:
+        for a in EXPERIMENTS[name]:
+            for seed in seeds:
+                if not run_path(a, seed).exists():
+                    jobs.setdefault(str(run_path(a, seed)), command(a, seed, steps))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
+    RUNS.mkdir(parents=True, exist_ok=True)
+
+    def one(cmd: list[str]) -> None:
+        log = Path(cmd[-1]).with_suffix(".log")
+        with open(log, "w") as f:
+            f.write(" ".join(cmd[1:]) + "\n")
+            f.flush()
+            code = subprocess.call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
+        print(f"{'done' if code == 0 else f'FAILED ({code})'}: {' '.join(cmd[1:])}", flush=True)
+
+    print(f"{len(jobs)} runs, {workers} at a time", flush=True)
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, jobs.values()))
+
+
+def read(path: Path) -> list[dict]:
+    with open(path) as f:
+        return [
+            {k: float(v) if v not in ("", "nan") else float("nan") for k, v in r.items()}
+            for r in csv.DictReader(f)
+        ]
+
+
+def smooth(values: list[float], width: int = 5) -> list[float]:
+    out = []
+    for i in range(len(values)):
+        window = [v for v in values[max(0, i - width + 1) : i + 1] if v == v]
+        out.append(statistics.mean(window) if window else float("nan"))
+    return out
+
+
+def window_mean(rows: list[dict], key: str, part: slice) -> float:
+    values = [r[key] for r in rows[part] if r[key] == r[key]]
+    return statistics.mean(values) if values else float("nan")
+
+
+def plot(names: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for name in names:
+        metrics = METRICS[name]
+        tasks = sorted(
+            {a["task"] for a in EXPERIMENTS[name]}, key=[a["task"] for a in EXPERIMENTS[name]].index
+        )
+        fig, axes = plt.subplots(
+            len(tasks), len(metrics), figsize=(5 * len(metrics), 3.6 * len(tasks)), squeeze=False
+        )
+        summary = []
+        for a in EXPERIMENTS[name]:
+            runs = {s: read(p) for s in range(10) if (p := run_path(a, s)).exists()}
+            if not runs:
+                continue
+            row_axes = axes[tasks.index(a["task"])]
+            for key, ax in zip(metrics, row_axes):
+                curves = [smooth([r[key] for r in rows]) for rows in runs.values()]
+                n = min(len(c) for c in curves)
+                steps = list(range(1, n + 1))
+                columns = [[c[i] for c in curves] for i in range(n)]
+                mean = [statistics.mean(v) for v in columns]
+                ax.plot(steps, mean, label=f"{label(a)} ({len(runs)} seeds)")
+                ax.fill_between(steps, [min(v) for v in columns], [max(v) for v in columns], alpha=0.2)
+                ax.set_title(f"{a['task']}: {key} (5-step moving average)")
+                ax.set_xlabel("optimizer step")
+                ax.grid(alpha=0.3)
+            for seed, rows in runs.items():
+                summary.append(
+                    {"arm": label(a), "seed": seed, "steps": len(rows)}
+                    | {f"{k}_first10": round(window_mean(rows, k, slice(0, 10)), 4) for k in metrics}
+                    | {f"{k}_last10": round(window_mean(rows, k, slice(-10, None)), 4) for k in metrics}
+                )
+        for ax in axes[:, 0]:
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        fig.savefig(RESULTS / f"{name}.png", dpi=90)
+        plt.close(fig)
+        if summary:
+            with open(RESULTS / f"{name}.csv", "w", newline="") as f:
+                writer = csv.DictWriter(f, list(summary[0]))
+                writer.writeheader()
+                writer.writerows(summary)
+            print(f"== {name} (mean over seeds of the first / last 10 steps)")
+            for arm_label in dict.fromkeys(r["arm"] for r in summary):
+                rows = [r for r in summary if r["arm"] == arm_label]
+                cells = [
+                    f"{k} {statistics.mean(r[f'{k}_first10'] for r in rows):.3f} -> "
+                    f"{statistics.mean(r[f'{k}_last10'] for r in rows):.3f}"
+                    for k in metrics
+                ]
+                print(f"{arm_label:40s} seeds {len(rows)}: " + "; ".join(cells))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("action", choices=["run", "plot"])
+    parser.add_argument("experiments", nargs="+", choices=sorted(EXPERIMENTS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--workers", type=int, default=2)
+    cli = parser.parse_args()
+    if cli.action == "run":
+        run(cli.experiments, cli.seeds, cli.steps, cli.workers)
+    else:
+        plot(cli.experiments)

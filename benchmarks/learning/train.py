@@ -1,0 +1,149 @@
+"""One training run of the learning experiments through the TRL adapter (``GEMGRPOTrainer``).
+
+    python benchmarks/learning/train.py --task guess --estimator rebn --gamma 0.9 --seed 0 --out run.csv
+
+Every step plays ``episodes_per_step`` episodes (``num_generations`` per task seed) with the current
+policy at temperature 1 and takes one optimizer step; the CSV gets one row per step with the
+batch's success rate, return, turns per episode, turns of the solved episodes and invalid-move rate.
+``--estimator gae`` trains a turn-level critic beside the policy (``GEMPPOTrainer``).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import TASKS, PolicySpec, renderer_for, warmed_up_policy
+
+
+@dataclass
+class RunConfig:
+    task: str = field(default="guess", metadata={"help": "guess | hangman | sum (see common.py)"})
+    estimator: str = field(
+        default="rebn", metadata={"help": "rebn | grpo | reinforce | rloo | gae (PPO critic)"}
+    )
+    gamma: float = 0.9
+    lam: float = field(default=1.0, metadata={"help": "GAE lambda (gae only)."})
+    seed: int = 0
+    steps: int = 100
+    episodes_per_step: int = 32
+    num_generations: int = 8
+    learning_rate: float = 4e-4
+    critic_learning_rate: float = 1e-3
+    temperature: float = 1.0
+    out: str = "run.csv"
+
+
+COLUMNS = [
+    "step", "wall_s", "success_rate", "return", "turns", "turns_to_solve", "invalid_rate", "loss",
+    "entropy", "critic_loss",
+]  # fmt: skip
+
+
+def batch_metrics(episodes) -> dict[str, float]:
+    turns = [t for e in episodes for t in e.turns]
+    solved = [e.num_turns for e in episodes if e.success]
+    return {
+        "success_rate": sum(e.success for e in episodes) / len(episodes),
+        "return": statistics.mean(e.total_reward for e in episodes),
+        "turns": len(turns) / len(episodes),
+        "turns_to_solve": statistics.mean(solved) if solved else float("nan"),
+        "invalid_rate": sum(bool(t.info.get("invalid_move") or t.info.get("format_error")) for t in turns)
+        / max(len(turns), 1),
+    }
+
+
+def main(run: RunConfig) -> list[dict]:
+    from transformers import TrainerCallback, set_seed
+
+    from gem_adapters.models import load_model, load_tokenizer
+    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, GEMPPOConfig, GEMPPOTrainer, tasks_dataset
+
+    set_seed(run.seed)
+    task = TASKS[run.task]
+    folder = warmed_up_policy(PolicySpec(run.task))
+    model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
+    ppo = run.estimator == "gae"
+    config_class, trainer_class = (GEMPPOConfig, GEMPPOTrainer) if ppo else (GEMGRPOConfig, GEMGRPOTrainer)
+    extra = {"lam": run.lam, "critic_learning_rate": run.critic_learning_rate} if ppo else {}
+    out = Path(run.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    config = config_class(
+        output_dir=str(out.with_suffix("")) + "-trainer",
+        advantage_estimator=run.estimator,
+        gamma=run.gamma,
+        max_turn_tokens=task.max_turn_tokens,
+        max_context_tokens=1024,
+        learning_rate=run.learning_rate,
+        lr_scheduler_type="constant",
+        max_steps=run.steps,
+        per_device_train_batch_size=run.episodes_per_step,
+        num_generations=run.num_generations,
+        temperature=run.temperature,
+        beta=0.0,
+        use_cpu=True,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=run.seed,
+        **extra,
+    )
+    num_tasks = run.steps * run.episodes_per_step // run.num_generations
+    trainer = trainer_class(
+        model=model,
+        args=config,
+        train_dataset=tasks_dataset(task.env_id, num_tasks, first_seed=run.seed * num_tasks),
+        processing_class=tokenizer,
+        renderer=renderer_for(tokenizer),
+    )
+    rows: list[dict] = []
+    started = time.perf_counter()
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+
+        class Record(TrainerCallback):
+            def on_log(self, _args, state, _control, logs=None, **__):
+                if not logs or "env/return" not in logs:
+                    return
+                row = {
+                    "step": state.global_step,
+                    "wall_s": round(time.perf_counter() - started, 1),
+                    **batch_metrics(trainer.last_episodes),
+                    "loss": logs.get("loss", float("nan")),
+                    "entropy": logs.get("entropy", float("nan")),
+                    "critic_loss": logs.get("critic/loss", float("nan")),
+                }
+                rows.append(row)
+                writer.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
+                f.flush()
+
+        trainer.add_callback(Record())
+        trainer.train()
+    print(
+        f"{run.task} {run.estimator} gamma={run.gamma} seed={run.seed}: {len(rows)} steps in "
+        f"{time.perf_counter() - started:.0f}s; last 10 steps: "
+        + ", ".join(f"{k} {statistics.mean(r[k] for r in rows[-10:]):.3f}" for k in ("success_rate", "turns"))
+    )
+    return rows
+
+
+if __name__ == "__main__":
+    from transformers import HfArgumentParser
+
+    (cli,) = HfArgumentParser(RunConfig).parse_args_into_dataclasses()
+    (Path(cli.out).with_suffix(".json")).parent.mkdir(parents=True, exist_ok=True)
+    import json
+
+    Path(cli.out).with_suffix(".json").write_text(json.dumps(asdict(cli), indent=1))
+    main(cli)

@@ -1,0 +1,135 @@
+"""GEMPPOTrainer: a real TRL step whose advantages are turn-level GAE from a critic trained beside it."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("trl")
+
+import gem_core
+from gem_adapters.advantages import compute_advantages, discounted_returns
+from gem_adapters.trl import GEMGRPOConfig, GEMPPOConfig, GEMPPOTrainer, tasks_dataset
+from tests.adapters.trl.test_trl_adapter import ActionLengthEnv
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+ENV = "test:ActionLengthPPO-v0"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def action_length_env():
+    gem_core.register(ENV, ActionLengthEnv, description="test env: reward by action length")
+    yield
+    gem_core.unregister(ENV)
+
+
+class ProbePPOTrainer(GEMPPOTrainer):
+    """Records the critic's values before each advantage computation, and the advantages."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen: list[tuple[list, list[np.ndarray], list[np.ndarray]]] = []
+
+    def turn_advantages(self, episodes):
+        with torch.no_grad():
+            values = [v.double().numpy() for v in self.critic.turn_values(episodes, 0)]
+        advantages = super().turn_advantages(episodes)
+        self.seen.append((list(episodes), values, advantages))
+        return advantages
+
+
+@pytest.fixture(scope="module")
+def ppo_run(tokenizer, tmp_path_factory):
+    from gem_adapters.models import tiny_causal_lm
+
+    config = GEMPPOConfig(
+        output_dir=str(tmp_path_factory.mktemp("ppo")),
+        per_device_train_batch_size=6,
+        num_generations=3,
+        max_steps=2,
+        learning_rate=1e-3,
+        max_turn_tokens=6,
+        gamma=0.9,
+        lam=0.95,
+        whiten_advantages=False,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+    )
+    trainer = ProbePPOTrainer(
+        model=tiny_causal_lm(tokenizer, seed=0),
+        args=config,
+        train_dataset=tasks_dataset(ENV, 20),
+        processing_class=tokenizer,
+    )
+    policy_before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    critic_before = {n: p.detach().clone() for n, p in trainer.critic.named_parameters()}
+    trainer.train()
+    return trainer, policy_before, critic_before
+
+
+def test_advantages_are_gae_of_the_critics_values(ppo_run):
+    trainer, _, _ = ppo_run
+    assert len(trainer.seen) == 2
+    episodes, values, advantages = trainer.seen[1]  # the second step: the critic has been trained once
+    assert any(np.abs(v).max() > 1e-4 for v in values)
+    rewards = [[t.reward for t in e.turns] for e in episodes]
+    expected = compute_advantages("gae", rewards, gamma=0.9, lam=0.95, values=values)
+    for got, want in zip(advantages, expected):
+        np.testing.assert_allclose(got, want, atol=1e-9)
+    assert len({round(float(a), 6) for a in np.concatenate(advantages)}) > 3
+
+
+def test_step_trains_policy_and_critic_and_logs_the_critic(ppo_run):
+    trainer, policy_before, critic_before = ppo_run
+    assert any(not torch.equal(p, policy_before[n]) for n, p in trainer.model.named_parameters())
+    assert not torch.equal(trainer.critic.head.weight, critic_before["head.weight"])
+    assert any(
+        not torch.equal(p, critic_before[n])
+        for n, p in trainer.critic.named_parameters()
+        if n.startswith("backbone")
+    )
+    logged = [h for h in trainer.state.log_history if "critic/loss" in h]
+    assert len(logged) == 2 and all(np.isfinite(h["critic/explained_variance"]) for h in logged)
+
+
+def test_critic_regresses_onto_the_returns(ppo_run):
+    """With lam = 1 the targets are the discounted returns whatever the values: repeated fits close the gap."""
+    trainer, _, _ = ppo_run
+    trainer.args.lam = 1.0
+    episodes = trainer.seen[1][0]
+    returns = np.concatenate([discounted_returns([t.reward for t in e.turns], 0.9) for e in episodes])
+
+    def error() -> float:
+        with torch.no_grad():
+            values = torch.cat(trainer.critic.turn_values(episodes, 0)).double().numpy()
+        return float(np.mean((values - returns) ** 2))
+
+    start = error()
+    for _ in range(10):
+        trainer.turn_advantages(episodes)
+    assert error() < 0.5 * start
+
+
+def test_values_are_read_before_each_action_and_ignore_padding(ppo_run):
+    trainer, _, _ = ppo_run
+    episodes = trainer.seen[0][0]
+    batched = trainer.critic.turn_values(episodes, 0)
+    for episode, values in zip(episodes, batched):
+        sequence = episode.to_sequence(include_closing=False)
+        ids = torch.tensor([sequence.token_ids])
+        with torch.no_grad():
+            alone = trainer.critic(ids, torch.ones_like(ids))[0]
+        starts = [start for start, _ in sequence.turn_spans]
+        torch.testing.assert_close(values.detach(), alone[[s - 1 for s in starts]], atol=1e-5, rtol=0)
+
+
+def test_configs_pair_gae_with_the_critic(tmp_path):
+    with pytest.raises(ValueError, match="GEMPPOConfig"):
+        GEMGRPOConfig(output_dir=str(tmp_path), advantage_estimator="gae")
+    with pytest.raises(ValueError, match="must be 'gae'"):
+        GEMPPOConfig(output_dir=str(tmp_path), advantage_estimator="rebn")
