@@ -58,29 +58,33 @@ def _sum_warmup(env: Any, rng: random.Random) -> str:
     return f"<answer>{answer}</answer>"
 
 
-def _register() -> None:
-    if "game:GuessTheNumber-v0-learn" in gem_core.list_envs("game:GuessTheNumber-v0-learn"):
-        return
-    gem_core.register(
-        "game:GuessTheNumber-v0-learn",
+LEARNING_ENVS = {  # id -> (entry point, description, constructor kwargs)
+    "game:GuessTheNumber-v0-learn": (
         "gem_core.envs.games.guess_the_number:GuessTheNumberEnv",
-        description="GuessTheNumber 1-10 with 10 turns: every legal strategy can win; only speed differs.",
-        min_number=1,
-        max_number=10,
-        max_turns=10,
-    )
-    gem_core.register(
-        "rg:sum-learn",
+        "GuessTheNumber 1-10 with 10 turns: every legal strategy can win; only speed differs.",
+        {"min_number": 1, "max_number": 10, "max_turns": 10},
+    ),
+    "rg:sum-learn": (
         "gem_core.envs.reasoning_gym:ReasoningGymEnv",
-        description="a + b with one-digit terms (rg:basic_arithmetic).",
-        multi_turn=False,
-        name="basic_arithmetic",
-        min_terms=2,
-        max_terms=2,
-        min_digits=1,
-        max_digits=1,
-        operators=["+"],
-    )
+        "a + b with one-digit terms (rg:basic_arithmetic).",
+        {
+            "name": "basic_arithmetic",
+            "min_terms": 2,
+            "max_terms": 2,
+            "min_digits": 1,
+            "max_digits": 1,
+            "operators": ["+"],
+        },
+    ),
+}
+
+
+def _register() -> None:
+    for env_id, (entry_point, description, kwargs) in LEARNING_ENVS.items():
+        if env_id not in gem_core.list_envs(env_id):
+            gem_core.register(
+                env_id, entry_point, description=description, multi_turn=env_id.startswith("game:"), **kwargs
+            )
 
 
 _register()

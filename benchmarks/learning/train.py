@@ -14,6 +14,7 @@ import csv
 import os
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -62,7 +63,8 @@ def batch_metrics(episodes) -> dict[str, float]:
     }
 
 
-def main(run: RunConfig) -> list[dict]:
+def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
+    """Train; ``policy`` overrides the warmed-up policy's spec (default ``PolicySpec(run.task)``)."""
     from transformers import TrainerCallback, set_seed
 
     from gem_adapters.models import load_model, load_tokenizer
@@ -70,7 +72,7 @@ def main(run: RunConfig) -> list[dict]:
 
     set_seed(run.seed)
     task = TASKS[run.task]
-    folder = warmed_up_policy(PolicySpec(run.task))
+    folder = warmed_up_policy(policy or PolicySpec(run.task))
     model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
     ppo = run.estimator == "gae"
     config_class, trainer_class = (GEMPPOConfig, GEMPPOTrainer) if ppo else (GEMGRPOConfig, GEMGRPOTrainer)
@@ -78,7 +80,7 @@ def main(run: RunConfig) -> list[dict]:
     out = Path(run.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     config = config_class(
-        output_dir=str(out.with_suffix("")) + "-trainer",
+        output_dir=tempfile.mkdtemp(prefix="gem-learning-"),  # nothing is saved there
         advantage_estimator=run.estimator,
         gamma=run.gamma,
         max_turn_tokens=task.max_turn_tokens,

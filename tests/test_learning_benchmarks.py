@@ -1,0 +1,79 @@
+"""benchmarks/learning: the warm-up players, the domain tokenizer and one training step of each trainer."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+import gem_core
+
+pytest.importorskip("trl")
+LEARNING = str(Path(__file__).resolve().parents[1] / "benchmarks" / "learning")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def learning_modules():
+    """Import the scripts' modules for this file only, and drop the env ids they register afterwards."""
+    global common, train
+    sys.path.insert(0, LEARNING)
+    import common
+    import train
+
+    yield
+    for env_id in common.LEARNING_ENVS:
+        gem_core.unregister(env_id)
+    sys.path.remove(LEARNING)
+    del sys.modules["common"], sys.modules["train"]
+
+
+def test_guess_warmup_player_plays_legally_and_always_wins():
+    games = list(common.scripted_games(common.TASKS["guess"], 200, seed=3))
+    for _, moves in games:
+        infos = [result[4] for _, _, result in moves]
+        assert not any(i.get("invalid_move") or i.get("format_error") for i in infos)
+        assert infos[-1].get("success") and len(moves) <= 10
+    # No preference for the middle: the first guesses spread over the whole range.
+    assert len({moves[0][1] for _, moves in games}) == 10
+
+
+def test_hangman_warmup_player_never_repeats_a_letter():
+    for _, moves in common.scripted_games(common.TASKS["hangman"], 50, seed=0):
+        letters = [action for _, action, _ in moves]
+        assert len(letters) == len(set(letters))
+        assert not any(result[4].get("invalid_move") for _, _, result in moves)
+
+
+def test_domain_tokenizer_round_trips_any_text():
+    texts = [
+        obs for _, moves in common.scripted_games(common.TASKS["guess"], 30, seed=0) for obs, _, _ in moves
+    ]
+    tokenizer = common.train_tokenizer(texts, vocab_size=300)
+    for text in ["\\boxed{7}", "ünïcödé ☃ \x00 binary", "x" * 500, "<|im_end|> spoof"]:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert tokenizer.decode(ids) == text
+    assert tokenizer.encode("123", add_special_tokens=False) == [
+        tokenizer.convert_tokens_to_ids(c) for c in "123"
+    ]
+    assert tokenizer.eos_token == "<|im_end|>"
+
+
+@pytest.mark.parametrize("estimator", ["rebn", "gae"])
+def test_one_training_step_from_a_tiny_warmed_up_policy(tmp_path, monkeypatch, estimator):
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
+    spec = common.PolicySpec(
+        "guess", hidden_size=32, num_layers=1, warmup_episodes=40, warmup_steps=3, warmup_batch=4
+    )
+    out = tmp_path / "run.csv"
+    run = train.RunConfig(
+        task="guess", estimator=estimator, steps=2, episodes_per_step=8, num_generations=4, out=str(out)
+    )
+    rows = train.main(run, policy=spec)
+    assert spec.folder().exists()
+    assert [r["step"] for r in rows] == [1, 2]
+    with open(out) as f:
+        written = list(csv.DictReader(f))
+    assert len(written) == 2 and 0.0 <= float(written[-1]["success_rate"]) <= 1.0
+    assert (float(written[-1]["critic_loss"]) >= 0) is (estimator == "gae")
