@@ -44,7 +44,7 @@ EXPERIMENTS = {
     "critic": [arm(t, e) for t in ("sum", "hangman") for e in ("gae", "grpo", "rebn")],
 }
 METRICS = {  # what each experiment plots
-    "discount": ["success_rate", "turns_to_solve", "turns"],
+    "discount": ["success_rate", "turns_to_solve", "first_guess_distance", "invalid_rate"],
     "credit": ["success_rate", "return", "invalid_rate"],
     "adapters": ["success_rate", "return", "invalid_rate"],
     "critic": ["success_rate", "return"],
@@ -68,10 +68,12 @@ def command(a: dict, seed: int, steps: int) -> list[str]:
     ]  # fmt: skip
 
 
-def run(names: list[str], seeds: list[int], steps: int, workers: int) -> None:
+def run(names: list[str], seeds: list[int], steps: int, workers: int, tasks: list[str] | None = None) -> None:
     jobs = {}
     for name in names:
         for a in EXPERIMENTS[name]:
+            if tasks and a["task"] not in tasks:
+                continue
             for seed in seeds:
                 if not run_path(a, seed).exists():
                     jobs.setdefault(str(run_path(a, seed)), command(a, seed, steps))
@@ -178,10 +180,11 @@ if __name__ == "__main__":
     parser.add_argument("action", choices=["run", "plot"])
     parser.add_argument("experiments", nargs="+", choices=sorted(EXPERIMENTS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--tasks", nargs="+", help="only the arms on these tasks")
     cli = parser.parse_args()
     if cli.action == "run":
-        run(cli.experiments, cli.seeds, cli.steps, cli.workers)
+        run(cli.experiments, cli.seeds, cli.steps, cli.workers, cli.tasks)
     else:
         plot(cli.experiments)

@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import TASKS, PolicySpec, renderer_for, warmed_up_policy
 
+from gem_core.parsing import extract_boxed
+
 
 @dataclass
 class RunConfig:
@@ -38,15 +40,16 @@ class RunConfig:
     steps: int = 100
     episodes_per_step: int = 32
     num_generations: int = 8
-    learning_rate: float = 4e-4
+    learning_rate: float = 5e-4
+    warmup_steps: int = field(default=5, metadata={"help": "Linear learning-rate warm-up."})
     critic_learning_rate: float = 1e-3
     temperature: float = 1.0
     out: str = "run.csv"
 
 
 COLUMNS = [
-    "step", "wall_s", "success_rate", "return", "turns", "turns_to_solve", "invalid_rate", "loss",
-    "entropy", "critic_loss",
+    "step", "wall_s", "success_rate", "return", "turns", "turns_to_solve", "invalid_rate",
+    "first_guess_distance", "loss", "entropy", "critic_loss",
 ]  # fmt: skip
 
 
@@ -58,9 +61,18 @@ def batch_metrics(episodes) -> dict[str, float]:
         "return": statistics.mean(e.total_reward for e in episodes),
         "turns": len(turns) / len(episodes),
         "turns_to_solve": statistics.mean(solved) if solved else float("nan"),
+        "first_guess_distance": first_guess_distance(episodes),
         "invalid_rate": sum(bool(t.info.get("invalid_move") or t.info.get("format_error")) for t in turns)
         / max(len(turns), 1),
     }
+
+
+def first_guess_distance(episodes) -> float:
+    """GuessTheNumber 1-10: mean distance of the first guess from the middle, 5.5 (binary search: 0.5;
+    a uniformly random first guess: 2.5); NaN for other envs."""
+    firsts = [extract_boxed(e.turns[0].action) for e in episodes if e.env_id == TASKS["guess"].env_id]
+    numbers = [int(g) for g in firsts if g is not None and g.strip().isdigit()]
+    return statistics.mean(abs(n - 5.5) for n in numbers) if numbers else float("nan")
 
 
 def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
@@ -86,7 +98,8 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
         max_turn_tokens=task.max_turn_tokens,
         max_context_tokens=1024,
         learning_rate=run.learning_rate,
-        lr_scheduler_type="constant",
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=run.warmup_steps,
         max_steps=run.steps,
         per_device_train_batch_size=run.episodes_per_step,
         num_generations=run.num_generations,
