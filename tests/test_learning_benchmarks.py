@@ -39,6 +39,20 @@ def test_guess_warmup_player_plays_legally_and_always_wins():
     assert len({moves[0][1] for _, moves in games}) == 10
 
 
+def test_range_hints_bracket_the_target():
+    env = gem_core.make("game:GuessTheNumber-v0-learn-range")
+    for seed in range(20):
+        env.reset(seed=seed)
+        target, done = env.unwrapped.target, False
+        for guess in (1, 10, 2, 9, 3, 8, 4, 7, 5, 6):
+            if done:
+                break
+            observation, _, done, _, _ = env.step(f"\\boxed{{{guess}}}")
+            if not done:
+                low, high = map(int, observation.split("between ")[1].split(".")[0].split(" and "))
+                assert low <= target <= high and (low, high) == (env.unwrapped.low, env.unwrapped.high)
+
+
 def test_hangman_warmup_player_never_repeats_a_letter():
     for _, moves in common.scripted_games(common.TASKS["hangman"], 50, seed=0):
         letters = [action for _, action, _ in moves]

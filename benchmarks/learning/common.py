@@ -7,7 +7,8 @@ step takes about a second. It starts from a short supervised warm-up on episodes
 warm-up player* that knows the reply format and plays legally but without skill:
 
 * ``guess`` (GuessTheNumber 1-10, 10 turns): a uniformly random number the hints still allow; no
-  preference for the middle, so binary search is what RL has to find;
+  preference for the middle, so binary search is what RL has to find; ``guess_range``: the same
+  with the allowed range stated in every hint (``GuessTheNumberWithRange``);
 * ``hangman`` (Hangman, 3 letters, 10 turns): a uniformly random letter not yet guessed;
 * ``sum`` (single turn, ``rg:basic_arithmetic``, a + b with one-digit terms): the right sum 30% of
   the time, otherwise a random number from -18 to 18.
@@ -30,6 +31,7 @@ from typing import Any
 import gem_core
 from gem_adapters.models import cache_dir
 from gem_adapters.trajectory import ChatRenderer, Episode
+from gem_core.envs.games.guess_the_number import GuessTheNumberEnv
 
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
@@ -58,11 +60,28 @@ def _sum_warmup(env: Any, rng: random.Random) -> str:
     return f"<answer>{answer}</answer>"
 
 
+class GuessTheNumberWithRange(GuessTheNumberEnv):
+    """GuessTheNumber whose every hint also states the range the hints allow: the observation is a
+    Markov state, so a small policy need not integrate the history to play legally."""
+
+    def _play(self, move: str):
+        observation, reward, done, info = super()._play(move)
+        if not done:
+            observation += f" The number is between {self.low} and {self.high}."
+        return observation, reward, done, info
+
+
+GUESS_1_10 = {"min_number": 1, "max_number": 10, "max_turns": 10}
 LEARNING_ENVS = {  # id -> (entry point, description, constructor kwargs)
     "game:GuessTheNumber-v0-learn": (
-        "gem_core.envs.games.guess_the_number:GuessTheNumberEnv",
+        GuessTheNumberEnv,
         "GuessTheNumber 1-10 with 10 turns: every legal strategy can win; only speed differs.",
-        {"min_number": 1, "max_number": 10, "max_turns": 10},
+        GUESS_1_10,
+    ),
+    "game:GuessTheNumber-v0-learn-range": (
+        GuessTheNumberWithRange,
+        "game:GuessTheNumber-v0-learn whose hints also state the remaining range.",
+        GUESS_1_10,
     ),
     "rg:sum-learn": (
         "gem_core.envs.reasoning_gym:ReasoningGymEnv",
@@ -90,9 +109,11 @@ def _register() -> None:
 _register()
 TASKS = {
     "guess": Task("game:GuessTheNumber-v0-learn", _guess_warmup),
+    "guess_range": Task("game:GuessTheNumber-v0-learn-range", _guess_warmup),
     "hangman": Task("game:Hangman-v0-easy", _hangman_warmup),
     "sum": Task("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
 }
+TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from
 
 
 @dataclass(frozen=True)
@@ -182,10 +203,10 @@ def warmed_up_policy(spec: PolicySpec) -> Path:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     task = TASKS[spec.task]
-    # The tokenizer learns from plain-text episodes of every task, so the ids mean the same across tasks.
+    # One tokenizer for every task (learnt from the same episodes whatever the task), so ids mean the same.
     corpus = [
         text
-        for other in TASKS.values()
+        for other in (TASKS[name] for name in TOKENIZER_TASKS)
         for _, moves in scripted_games(other, 200, seed=10_000 + spec.seed)
         for obs, action, (last_obs, *_) in moves
         for text in (obs, action, last_obs)

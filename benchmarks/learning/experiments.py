@@ -9,7 +9,8 @@ shared by two experiments train once). ``plot`` writes, per experiment, ``<name>
 seeds, shaded min-max, of a 5-step moving average) and ``<name>.csv`` (per arm and seed: the mean
 of the first and of the last 10 steps) under ``benchmarks/results/learning/``.
 
-1. ``discount``: GuessTheNumber 1-10 (10 turns), ReBN with gamma 0.9 vs 1.0.
+1. ``discount``: GuessTheNumber 1-10 (10 turns), ReBN with gamma 0.9 vs 1.0; with the remaining
+   range stated in each hint (``guess_range``) and without (``guess``).
 2. ``credit``: Hangman (dense per-letter rewards), ReBN vs turn-agnostic GRPO vs REINFORCE (no baseline).
 3. ``adapters``: Hangman, ReBN through TRL (``credit``'s runs) and through verl's own agent loop,
    advantage and loss code on CPU (``verl_cpu.py``).
@@ -38,7 +39,7 @@ def arm(task: str, estimator: str, gamma: float = 0.9, trainer: str = "train.py"
 
 
 EXPERIMENTS = {
-    "discount": [arm("guess", "rebn", 0.9), arm("guess", "rebn", 1.0)],
+    "discount": [arm(t, "rebn", g) for t in ("guess_range", "guess") for g in (0.9, 1.0)],
     "credit": [arm("hangman", e) for e in ("rebn", "grpo", "reinforce")],
     "adapters": [arm("hangman", "rebn"), arm("hangman", "rebn", trainer="verl_cpu.py")],
     "critic": [arm(t, e) for t in ("sum", "hangman") for e in ("gae", "grpo", "rebn")],

@@ -70,7 +70,11 @@ def batch_metrics(episodes) -> dict[str, float]:
 def first_guess_distance(episodes) -> float:
     """GuessTheNumber 1-10: mean distance of the first guess from the middle, 5.5 (binary search: 0.5;
     a uniformly random first guess: 2.5); NaN for other envs."""
-    firsts = [extract_boxed(e.turns[0].action) for e in episodes if e.env_id == TASKS["guess"].env_id]
+    firsts = [
+        extract_boxed(e.turns[0].action)
+        for e in episodes
+        if e.env_id.startswith("game:GuessTheNumber-v0-learn")
+    ]
     numbers = [int(g) for g in firsts if g is not None and g.strip().isdigit()]
     return statistics.mean(abs(n - 5.5) for n in numbers) if numbers else float("nan")
 
