@@ -153,7 +153,8 @@ def plot(names: list[str]) -> None:
                     | {f"{k}_last10": round(window_mean(rows, k, slice(-10, None)), 4) for k in metrics}
                 )
         for ax in axes[:, 0]:
-            ax.legend(fontsize=8)
+            if ax.lines:
+                ax.legend(fontsize=8)
         fig.tight_layout()
         RESULTS.mkdir(parents=True, exist_ok=True)
         fig.savefig(RESULTS / f"{name}.png", dpi=90)

@@ -15,7 +15,8 @@ the policy acted in. Each generation batch:
 
 Logged beside TRL's metrics: ``critic/loss`` (before the update) and ``critic/explained_variance``.
 One training process only: a critic shared over several processes would need its own data
-parallelism, which this small reference does not set up.
+parallelism, which this small reference does not set up. ``save_model`` saves the policy; the
+critic is ``trainer.critic`` (a plain ``nn.Module``: ``torch.save(trainer.critic.state_dict(), ...)``).
 """
 
 from __future__ import annotations
@@ -82,9 +83,9 @@ class GEMPPOTrainer(GEMGRPOTrainer):
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=args.critic_learning_rate)
 
     def turn_advantages(self, episodes: Sequence[Episode]) -> list[np.ndarray]:
-        pad_id = self.processing_class.pad_token_id if hasattr(self.processing_class, "pad_token_id") else 0
+        pad_id = getattr(self.processing_class, "pad_token_id", None) or 0
         with torch.no_grad():
-            old = [v.double().cpu().numpy() for v in self.critic.turn_values(episodes, pad_id or 0)]
+            old = [v.double().cpu().numpy() for v in self.critic.turn_values(episodes, pad_id)]
         rewards = [[t.reward for t in e.turns] for e in episodes]
         advantages = compute_advantages("gae", rewards, gamma=self.args.gamma, lam=self.args.lam, values=old)
         targets = [
@@ -93,7 +94,7 @@ class GEMPPOTrainer(GEMGRPOTrainer):
         flat_targets, flat_old = torch.cat(targets), np.concatenate(old)
         first_loss = None
         for _ in range(self.args.critic_epochs):
-            values = torch.cat(self.critic.turn_values(episodes, pad_id or 0))
+            values = torch.cat(self.critic.turn_values(episodes, pad_id))
             loss = torch.nn.functional.mse_loss(values, flat_targets)
             first_loss = loss.item() if first_loss is None else first_loss
             self.critic_optimizer.zero_grad()
