@@ -32,6 +32,7 @@ import gem_core
 from gem_adapters.models import cache_dir
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_core.envs.games.guess_the_number import GuessTheNumberEnv
+from gem_core.parsing import extract_boxed
 
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
@@ -71,6 +72,22 @@ class GuessTheNumberWithRange(GuessTheNumberEnv):
         return observation, reward, done, info
 
 
+class PickSeven(gem_core.Env):
+    """One turn: guess a number from 1 to 10; only 7 scores. The signal check: a clear reward that any
+    working policy-gradient step learns in a few steps."""
+
+    def reset(self, seed: int | None = None, **kwargs: Any):
+        super().reset(seed)
+        return (
+            "I am thinking of an integer between 1 and 10 (inclusive). Reply with your guess inside "
+            "\\boxed{}, e.g. \\boxed{5}."
+        ), {}
+
+    def step(self, action: str):
+        success = extract_boxed(action) == "7"
+        return "Correct!" if success else "Wrong.", float(success), True, False, {"success": success}
+
+
 GUESS_1_10 = {"min_number": 1, "max_number": 10, "max_turns": 10}
 LEARNING_ENVS = {  # id -> (entry point, description, constructor kwargs)
     "game:GuessTheNumber-v0-learn": (
@@ -83,6 +100,7 @@ LEARNING_ENVS = {  # id -> (entry point, description, constructor kwargs)
         "game:GuessTheNumber-v0-learn whose hints also state the remaining range.",
         GUESS_1_10,
     ),
+    "learn:PickSeven-v0": (PickSeven, "One guess from 1 to 10; only 7 scores.", {}),
     "rg:sum-learn": (
         "gem_core.envs.reasoning_gym:ReasoningGymEnv",
         "a + b with one-digit terms (rg:basic_arithmetic).",
@@ -101,9 +119,8 @@ LEARNING_ENVS = {  # id -> (entry point, description, constructor kwargs)
 def _register() -> None:
     for env_id, (entry_point, description, kwargs) in LEARNING_ENVS.items():
         if env_id not in gem_core.list_envs(env_id):
-            gem_core.register(
-                env_id, entry_point, description=description, multi_turn=env_id.startswith("game:"), **kwargs
-            )
+            multi_turn = env_id.startswith("game:")
+            gem_core.register(env_id, entry_point, description=description, multi_turn=multi_turn, **kwargs)
 
 
 _register()
@@ -112,6 +129,7 @@ TASKS = {
     "guess_range": Task("game:GuessTheNumber-v0-learn-range", _guess_warmup),
     "hangman": Task("game:Hangman-v0-easy", _hangman_warmup),
     "sum": Task("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
+    "pick": Task("learn:PickSeven-v0", lambda env, rng: f"\\boxed{{{rng.randint(1, 10)}}}"),
 }
 TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from
 

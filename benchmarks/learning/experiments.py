@@ -14,6 +14,7 @@ of the first and of the last 10 steps) under ``benchmarks/results/learning/``.
 2. ``credit``: Hangman (dense per-letter rewards), ReBN vs turn-agnostic GRPO vs REINFORCE (no baseline).
 3. ``adapters``: Hangman, ReBN through TRL (``credit``'s runs) and through verl's own agent loop,
    advantage and loss code on CPU (``verl_cpu.py``).
+0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``).
 4. ``critic``: PPO with a turn-level critic (GAE, ``GEMPPOTrainer``) vs GRPO vs ReBN on a single-turn
    task (``sum``) and on Hangman.
 """
@@ -34,8 +35,8 @@ RESULTS = HERE.parent / "results" / "learning"
 RUNS = RESULTS / "runs"
 
 
-def arm(task: str, estimator: str, gamma: float = 0.9, trainer: str = "train.py") -> dict:
-    return {"task": task, "estimator": estimator, "gamma": gamma, "trainer": trainer}
+def arm(task: str, estimator: str, gamma: float = 0.9, trainer: str = "train.py", **flags: str) -> dict:
+    return {"task": task, "estimator": estimator, "gamma": gamma, "trainer": trainer, "flags": flags}
 
 
 EXPERIMENTS = {
@@ -43,12 +44,14 @@ EXPERIMENTS = {
     "credit": [arm("hangman", e) for e in ("rebn", "grpo", "reinforce")],
     "adapters": [arm("hangman", "rebn"), arm("hangman", "rebn", trainer="verl_cpu.py")],
     "critic": [arm(t, e) for t in ("sum", "hangman") for e in ("gae", "grpo", "rebn")],
+    "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
     "discount": ["success_rate", "turns_to_solve", "first_guess_distance", "invalid_rate"],
     "credit": ["success_rate", "return", "invalid_rate"],
     "adapters": ["success_rate", "return", "invalid_rate"],
     "critic": ["success_rate", "return"],
+    "signal": ["success_rate", "invalid_rate"],
 }
 
 
@@ -65,7 +68,8 @@ def run_path(a: dict, seed: int) -> Path:
 def command(a: dict, seed: int, steps: int) -> list[str]:
     return [
         sys.executable, str(HERE / a["trainer"]), "--task", a["task"], "--estimator", a["estimator"],
-        "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps), "--out", str(run_path(a, seed)),
+        "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps),
+        *(x for name, value in a["flags"].items() for x in (f"--{name}", value)), "--out", str(run_path(a, seed)),
     ]  # fmt: skip
 
 

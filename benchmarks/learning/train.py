@@ -34,6 +34,9 @@ class RunConfig:
     estimator: str = field(
         default="rebn", metadata={"help": "rebn | grpo | reinforce | rloo | gae (PPO critic)"}
     )
+    policy: str | None = field(
+        default=None, metadata={"help": "Start from the warmed-up policy of this task (default: --task's)."}
+    )
     gamma: float = 0.9
     lam: float = field(default=1.0, metadata={"help": "GAE lambda (gae only)."})
     seed: int = 0
@@ -88,7 +91,7 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
 
     set_seed(run.seed)
     task = TASKS[run.task]
-    folder = warmed_up_policy(policy or PolicySpec(run.task))
+    folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
     model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
     ppo = run.estimator == "gae"
     config_class, trainer_class = (GEMPPOConfig, GEMPPOTrainer) if ppo else (GEMGRPOConfig, GEMGRPOTrainer)
