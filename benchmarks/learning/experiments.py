@@ -7,7 +7,8 @@
 per run, ``OMP_NUM_THREADS=1``, ``--workers`` at a time; a run whose CSV exists is skipped, so runs
 shared by two experiments train once). ``plot`` writes, per experiment, ``<name>.png`` (mean over
 seeds, shaded min-max, of a 5-step moving average) and ``<name>.csv`` (per arm and seed: the mean
-of the first and of the last 10 steps) under ``benchmarks/results/learning/``.
+of the first and of the last ``window`` steps, a quarter of the run and at most 10) under
+``benchmarks/results/learning/``.
 
 1. ``discount``: GuessTheNumber 1-10 (10 turns), ReBN with gamma 0.9 vs 1.0; with the remaining
    range stated in each hint (``guess_range``) and without (``guess``).
@@ -55,14 +56,18 @@ METRICS = {  # what each experiment plots
 }
 
 
+SAME_HORIZON = {"adapters"}  # experiments whose arms are cut to the shortest run
+
+
 def label(a: dict) -> str:
     via = "" if a["trainer"] == "train.py" else f" via {a['trainer'].removesuffix('_cpu.py')}"
     return f"{a['task']} {a['estimator']} gamma={a['gamma']}{via}"
 
 
 def run_path(a: dict, seed: int) -> Path:
-    prefix = "" if a["trainer"] == "train.py" else a["trainer"].removesuffix("_cpu.py") + "-"
-    return RUNS / f"{prefix}{a['task']}-{a['estimator']}-g{a['gamma']}-seed{seed}.csv"
+    if a["trainer"] == "verl_cpu.py":  # the commands at the top of verl_cpu.py write there
+        return RESULTS / "adapters" / f"verl-{a['estimator']}-seed{seed}.csv"
+    return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}-seed{seed}.csv"
 
 
 def command(a: dict, seed: int, steps: int) -> list[str]:
@@ -114,6 +119,11 @@ def smooth(values: list[float], width: int = 5) -> list[float]:
     return out
 
 
+def window(num_steps: int) -> int:
+    """Steps averaged at each end of a run for the summary: a quarter of the run, at most 10."""
+    return max(1, min(10, num_steps // 4))
+
+
 def window_mean(rows: list[dict], key: str, part: slice) -> float:
     values = [r[key] for r in rows[part] if r[key] == r[key]]
     return statistics.mean(values) if values else float("nan")
@@ -134,8 +144,15 @@ def plot(names: list[str]) -> None:
             len(tasks), len(metrics), figsize=(5 * len(metrics), 3.6 * len(tasks)), squeeze=False
         )
         summary = []
-        for a in EXPERIMENTS[name]:
-            runs = {s: read(p) for s in range(10) if (p := run_path(a, s)).exists()}
+        all_runs = {
+            i: {s: read(p) for s in range(10) if (p := run_path(a, s)).exists()}
+            for i, a in enumerate(EXPERIMENTS[name])
+        }
+        if name in SAME_HORIZON:  # compare the arms over the steps they all ran
+            horizon = min(len(rows) for runs in all_runs.values() for rows in runs.values())
+            all_runs = {i: {s: rows[:horizon] for s, rows in runs.items()} for i, runs in all_runs.items()}
+        for i, a in enumerate(EXPERIMENTS[name]):
+            runs = all_runs[i]
             if not runs:
                 continue
             row_axes = axes[tasks.index(a["task"])]
@@ -151,10 +168,11 @@ def plot(names: list[str]) -> None:
                 ax.set_xlabel("optimizer step")
                 ax.grid(alpha=0.3)
             for seed, rows in runs.items():
+                w = window(len(rows))
                 summary.append(
-                    {"arm": label(a), "seed": seed, "steps": len(rows)}
-                    | {f"{k}_first10": round(window_mean(rows, k, slice(0, 10)), 4) for k in metrics}
-                    | {f"{k}_last10": round(window_mean(rows, k, slice(-10, None)), 4) for k in metrics}
+                    {"arm": label(a), "seed": seed, "steps": len(rows), "window": w}
+                    | {f"{k}_first": round(window_mean(rows, k, slice(0, w)), 4) for k in metrics}
+                    | {f"{k}_last": round(window_mean(rows, k, slice(-w, None)), 4) for k in metrics}
                 )
         for ax in axes[:, 0]:
             if ax.lines:
@@ -168,15 +186,19 @@ def plot(names: list[str]) -> None:
                 writer = csv.DictWriter(f, list(summary[0]))
                 writer.writeheader()
                 writer.writerows(summary)
-            print(f"== {name} (mean over seeds of the first / last 10 steps)")
+            print(f"== {name} (mean over seeds of the first / last `window` steps)")
             for arm_label in dict.fromkeys(r["arm"] for r in summary):
                 rows = [r for r in summary if r["arm"] == arm_label]
                 cells = [
-                    f"{k} {statistics.mean(r[f'{k}_first10'] for r in rows):.3f} -> "
-                    f"{statistics.mean(r[f'{k}_last10'] for r in rows):.3f}"
+                    f"{k} {statistics.mean(r[f'{k}_first'] for r in rows):.3f} -> "
+                    f"{statistics.mean(r[f'{k}_last'] for r in rows):.3f}"
                     for k in metrics
                 ]
-                print(f"{arm_label:40s} seeds {len(rows)}: " + "; ".join(cells))
+                steps = "/".join(str(r["steps"]) for r in rows)
+                print(
+                    f"{arm_label:34s} seeds {len(rows)} ({steps} steps, window {rows[0]['window']}): "
+                    + "; ".join(cells)
+                )
 
 
 if __name__ == "__main__":
