@@ -6,7 +6,8 @@
 ``run`` trains every arm of the named experiments for every seed through ``train.py`` (one process
 per run, ``OMP_NUM_THREADS=1``, ``--workers`` at a time; a run whose CSV exists is skipped, so runs
 shared by two experiments train once). ``plot`` writes, per experiment, ``<name>.png`` (mean over
-seeds, shaded min-max, of a 5-step moving average) and ``<name>.csv`` (per arm and seed: the mean
+seeds, shaded min-max, of a 5-step moving average; the arms of a task are cut to the steps they
+all ran) and ``<name>.csv`` (per arm and seed: the mean
 of the first and of the last ``window`` steps, a quarter of the run and at most 10) under
 ``benchmarks/results/learning/``.
 
@@ -54,9 +55,6 @@ METRICS = {  # what each experiment plots
     "critic": ["success_rate", "return"],
     "signal": ["success_rate", "invalid_rate"],
 }
-
-
-SAME_HORIZON = {"adapters"}  # experiments whose arms are cut to the shortest run
 
 
 def label(a: dict) -> str:
@@ -148,9 +146,11 @@ def plot(names: list[str]) -> None:
             i: {s: read(p) for s in range(10) if (p := run_path(a, s)).exists()}
             for i, a in enumerate(EXPERIMENTS[name])
         }
-        if name in SAME_HORIZON:  # compare the arms over the steps they all ran
-            horizon = min(len(rows) for runs in all_runs.values() for rows in runs.values())
-            all_runs = {i: {s: rows[:horizon] for s, rows in runs.items()} for i, runs in all_runs.items()}
+        for task in tasks:  # compare the arms of a task over the steps they all ran
+            same = [i for i, a in enumerate(EXPERIMENTS[name]) if a["task"] == task]
+            horizon = min((len(rows) for i in same for rows in all_runs[i].values()), default=0)
+            for i in same:
+                all_runs[i] = {s: rows[:horizon] for s, rows in all_runs[i].items()}
         for i, a in enumerate(EXPERIMENTS[name]):
             runs = all_runs[i]
             if not runs:
