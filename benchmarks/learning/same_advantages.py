@@ -58,7 +58,7 @@ def compare(run: VerlRunConfig) -> list[str]:
     from gem_adapters.advantages import mask_runs
     from gem_adapters.trl import episode_to_sample
 
-    folder = warmed_up_policy(PolicySpec(run.task))
+    folder = warmed_up_policy(PolicySpec(run.policy or run.task))
     with tempfile.TemporaryDirectory() as workdir:
         verl = VerlCPUTrainer(run, folder, Path(workdir))
         trl = trl_trainer(run, folder, Path(workdir))

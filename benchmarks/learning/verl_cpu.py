@@ -432,7 +432,7 @@ def main(run: RunConfig) -> list[dict]:
     if run.estimator == "gae":
         raise SystemExit("gae needs a critic; the gem_* verl estimators are the critic-free ones")
     set_seed(run.seed)
-    folder = warmed_up_policy(PolicySpec(run.task))
+    folder = warmed_up_policy(PolicySpec(run.policy or run.task))
     out = Path(run.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
