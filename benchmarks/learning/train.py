@@ -50,6 +50,8 @@ class RunConfig:
     out: str = "run.csv"
 
 
+# Run seed k trains on task seeds from k * TASK_SEEDS_PER_RUN on, whatever the run's length.
+TASK_SEEDS_PER_RUN = 1_000_000
 COLUMNS = [
     "step", "wall_s", "success_rate", "return", "turns", "turns_to_solve", "invalid_rate",
     "first_guess_distance", "loss", "entropy", "critic_loss",
@@ -124,7 +126,7 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     trainer = trainer_class(
         model=model,
         args=config,
-        train_dataset=tasks_dataset(task.env_id, num_tasks, first_seed=run.seed * num_tasks),
+        train_dataset=tasks_dataset(task.env_id, num_tasks, first_seed=run.seed * TASK_SEEDS_PER_RUN),
         processing_class=tokenizer,
         renderer=renderer_for(tokenizer),
     )

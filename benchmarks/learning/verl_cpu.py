@@ -64,7 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import torch
 from common import TASKS, PolicySpec, warmed_up_policy
-from train import COLUMNS, RunConfig, batch_metrics
+from train import COLUMNS, TASK_SEEDS_PER_RUN, RunConfig, batch_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_YAML = REPO / "examples" / "verl" / "gem_agent_loop.yaml"
@@ -286,7 +286,7 @@ class VerlCPUTrainer:
         self.config = config = verl_config(run, folder)
         self.prompts_per_step = run.episodes_per_step // run.num_generations
         num_tasks = run.steps * self.prompts_per_step
-        rows = task_rows(self.task.env_id, num_tasks, first_seed=run.seed * num_tasks)
+        rows = task_rows(self.task.env_id, num_tasks, first_seed=run.seed * TASK_SEEDS_PER_RUN)
         self.rollout_model = load_model(str(folder))
         policy = TransformersPolicy(self.rollout_model, load_tokenizer(str(folder)), seed=run.seed)
         self.server = PolicyServer(policy)
