@@ -18,6 +18,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -72,6 +73,37 @@ def batch_metrics(episodes) -> dict[str, float]:
     }
 
 
+class RunLog:
+    """The run's CSV (``COLUMNS``, one row per step, flushed as it goes) and a closing summary line."""
+
+    def __init__(self, path: Path, name: str):
+        self.path, self.name, self.rows = path, name, []
+
+    def __enter__(self) -> RunLog:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(self.path, "w", newline="")
+        self.writer = csv.DictWriter(self.file, COLUMNS, extrasaction="ignore")
+        self.writer.writeheader()
+        self.started = time.perf_counter()
+        return self
+
+    def add(self, **row: Any) -> None:
+        row["wall_s"] = round(time.perf_counter() - self.started, 1)
+        self.rows.append(row)
+        self.writer.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
+        self.file.flush()
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+        if self.rows:
+            last = self.rows[-10:]
+            print(
+                f"{self.name}: {len(self.rows)} steps in {time.perf_counter() - self.started:.0f}s; last "
+                f"{len(last)} steps: success_rate {statistics.mean(r['success_rate'] for r in last):.3f}, "
+                f"turns {statistics.mean(r['turns'] for r in last):.3f}"
+            )
+
+
 def first_guess_distance(episodes) -> float:
     """GuessTheNumber 1-10: mean distance of the first guess from the middle, 5.5 (binary search: 0.5;
     a uniformly random first guess: 2.5); NaN for other envs."""
@@ -98,8 +130,6 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     ppo = run.estimator == "gae"
     config_class, trainer_class = (GEMPPOConfig, GEMPPOTrainer) if ppo else (GEMGRPOConfig, GEMGRPOTrainer)
     extra = {"lam": run.lam, "critic_learning_rate": run.critic_learning_rate} if ppo else {}
-    out = Path(run.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     config = config_class(
         output_dir=tempfile.mkdtemp(prefix="gem-learning-"),  # nothing is saved there
         advantage_estimator=run.estimator,
@@ -130,36 +160,22 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
         processing_class=tokenizer,
         renderer=renderer_for(tokenizer),
     )
-    rows: list[dict] = []
-    started = time.perf_counter()
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
-        writer.writeheader()
+    with RunLog(Path(run.out), f"{run.task} {run.estimator} gamma={run.gamma} seed={run.seed}") as log:
 
         class Record(TrainerCallback):
             def on_log(self, _args, state, _control, logs=None, **__):
-                if not logs or "env/return" not in logs:
-                    return
-                row = {
-                    "step": state.global_step,
-                    "wall_s": round(time.perf_counter() - started, 1),
-                    **batch_metrics(trainer.last_episodes),
-                    "loss": logs.get("loss", float("nan")),
-                    "entropy": logs.get("entropy", float("nan")),
-                    "critic_loss": logs.get("critic/loss", float("nan")),
-                }
-                rows.append(row)
-                writer.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
-                f.flush()
+                if logs and "env/return" in logs:
+                    log.add(
+                        step=state.global_step,
+                        **batch_metrics(trainer.last_episodes),
+                        loss=logs.get("loss", float("nan")),
+                        entropy=logs.get("entropy", float("nan")),
+                        critic_loss=logs.get("critic/loss", float("nan")),
+                    )
 
         trainer.add_callback(Record())
         trainer.train()
-    print(
-        f"{run.task} {run.estimator} gamma={run.gamma} seed={run.seed}: {len(rows)} steps in "
-        f"{time.perf_counter() - started:.0f}s; last 10 steps: "
-        + ", ".join(f"{k} {statistics.mean(r[k] for r in rows[-10:]):.3f}" for k in ("success_rate", "turns"))
-    )
-    return rows
+    return log.rows
 
 
 if __name__ == "__main__":

@@ -42,14 +42,11 @@ flash-attention) and attention is ``sdpa``.
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import logging
 import os
-import statistics
 import sys
 import tempfile
-import time
 import types
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -64,7 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import torch
 from common import TASKS, PolicySpec, warmed_up_policy
-from train import COLUMNS, TASK_SEEDS_PER_RUN, RunConfig, batch_metrics
+from train import TASK_SEEDS_PER_RUN, RunConfig, RunLog, batch_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_YAML = REPO / "examples" / "verl" / "gem_agent_loop.yaml"
@@ -433,26 +430,14 @@ def main(run: RunConfig) -> list[dict]:
         raise SystemExit("gae needs a critic; the gem_* verl estimators are the critic-free ones")
     set_seed(run.seed)
     folder = warmed_up_policy(PolicySpec(run.policy or run.task))
-    out = Path(run.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
-    with tempfile.TemporaryDirectory() as workdir, open(out, "w", newline="") as f:
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        RunLog(Path(run.out), f"verl {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}") as log,
+    ):
         trainer = VerlCPUTrainer(run, folder, Path(workdir))
-        writer = csv.DictWriter(f, COLUMNS)
-        writer.writeheader()
-        started = time.perf_counter()
         for step in range(run.steps):
-            row = {"step": step + 1, **trainer.step(step)}
-            row["wall_s"] = round(time.perf_counter() - started, 1)
-            rows.append(row)
-            writer.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
-            f.flush()
-    print(
-        f"verl {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}: {len(rows)} steps in "
-        f"{rows[-1]['wall_s']:.0f}s; last 10 steps: "
-        + ", ".join(f"{k} {statistics.mean(r[k] for r in rows[-10:]):.3f}" for k in ("success_rate", "turns"))
-    )
-    return rows
+            log.add(step=step + 1, **trainer.step(step))
+    return log.rows
 
 
 if __name__ == "__main__":
