@@ -11,6 +11,7 @@ batch's success rate, return, turns per episode, turns of the solved episodes an
 from __future__ import annotations
 
 import csv
+import json
 import os
 import statistics
 import sys
@@ -182,8 +183,6 @@ if __name__ == "__main__":
     from transformers import HfArgumentParser
 
     (cli,) = HfArgumentParser(RunConfig).parse_args_into_dataclasses()
-    (Path(cli.out).with_suffix(".json")).parent.mkdir(parents=True, exist_ok=True)
-    import json
-
+    Path(cli.out).parent.mkdir(parents=True, exist_ok=True)
     Path(cli.out).with_suffix(".json").write_text(json.dumps(asdict(cli), indent=1))
     main(cli)

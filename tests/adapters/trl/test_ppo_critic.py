@@ -10,20 +10,12 @@ import torch
 
 pytest.importorskip("trl")
 
-import gem_core
 from gem_adapters.advantages import compute_advantages, discounted_returns
 from gem_adapters.trl import GEMGRPOConfig, GEMPPOConfig, GEMPPOTrainer, tasks_dataset
-from tests.adapters.trl.test_trl_adapter import ActionLengthEnv
+from tests.adapters.trl.test_trl_adapter import TEST_ENV as ENV
+from tests.adapters.trl.test_trl_adapter import action_length_env  # noqa: F401 (autouse: registers ENV)
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-ENV = "test:ActionLengthPPO-v0"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def action_length_env():
-    gem_core.register(ENV, ActionLengthEnv, description="test env: reward by action length")
-    yield
-    gem_core.unregister(ENV)
 
 
 class ProbePPOTrainer(GEMPPOTrainer):
