@@ -9,6 +9,11 @@ same seeds, taking turns step by step; the table gives the median seconds per ba
 over sync, the time relative to threads, and the CPU cores the envs kept busy (their steps' CPU time
 over wall time: at most 1 in one process; on a shared machine, the share of the CPUs the backend got).
 Processes and Ray use one worker per CPU (their defaults).
+
+Two baselines explain the remote backends' design, each measured in the same run: CPU-bound
+"processes @5ms" runs the process backend at Python's default GIL switch interval instead of the
+workers' ``WORKER_SWITCH_INTERVAL``; and the round trip of an empty batch to a Ray actor, as a Ray
+method call against the connection ``RayVectorEnv`` uses.
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import pickle
 import statistics
+import sys
 import time
+from collections.abc import Callable
 
 from gem_core.core import Env
-from gem_core.vector import BACKENDS
+from gem_core.vector import BACKENDS, VectorEnv
+from gem_core.vector.remote import EnvHost, dumps_factories
 
 
 def spin(n: int) -> int:
@@ -60,6 +69,13 @@ class WaitingEnv(BusyEnv):
         return "ok", 0.0, False, False, {}
 
 
+def at_switch_interval(seconds: float, env_fn: Callable[[], Env]) -> Env:
+    """``env_fn()``, having set this process's GIL switch interval (a worker's ``EnvHost`` sets its own
+    first, then builds its envs: this undoes it)."""
+    sys.setswitchinterval(seconds)
+    return env_fn()
+
+
 def calibrate(seconds: float) -> int:
     """Loop iterations of ``spin`` that take ``seconds`` of CPU time here (CPU time, not wall time: on
     a shared machine the wall time of the same work grows with the load)."""
@@ -70,13 +86,15 @@ def calibrate(seconds: float) -> int:
     return max(1, int(n * seconds / ((time.thread_time() - start) / 5)))
 
 
-def time_backends(names: list[str], env_fn, num_envs: int, steps: int) -> dict[str, tuple[float, float]]:
-    """Median seconds per batch step of each backend, and the CPU cores its envs kept busy (CPU time
-    of the steps / wall time). The backends take turns step by step, so that the load of a shared
+def time_backends(
+    makers: dict[str, Callable[[], VectorEnv]], num_envs: int, steps: int
+) -> dict[str, tuple[float, float]]:
+    """Median seconds per batch step of each vector env, and the CPU cores its envs kept busy (CPU time
+    of the steps / wall time). The vector envs take turns step by step, so that the load of a shared
     machine falls on all of them alike."""
-    vecs = {name: BACKENDS[name]([env_fn] * num_envs) for name in names}
-    times: dict[str, list[float]] = {name: [] for name in names}
-    cores: dict[str, list[float]] = {name: [] for name in names}
+    vecs = {name: make() for name, make in makers.items()}
+    times: dict[str, list[float]] = {name: [] for name in vecs}
+    cores: dict[str, list[float]] = {name: [] for name in vecs}
     try:
         for vec in vecs.values():
             vec.reset(seed=0)
@@ -91,7 +109,42 @@ def time_backends(names: list[str], env_fn, num_envs: int, steps: int) -> dict[s
     finally:
         for vec in vecs.values():
             vec.close()
-    return {name: (statistics.median(times[name]), statistics.median(cores[name])) for name in names}
+    return {name: (statistics.median(times[name]), statistics.median(cores[name])) for name in vecs}
+
+
+def ray_round_trips(n: int = 300) -> tuple[float, float]:
+    """Median seconds of one empty batch to a Ray actor and back: as a Ray method call, and over the
+    connection that ``RayVectorEnv`` opens to its actors."""
+    import multiprocessing.connection as mpc
+
+    import ray
+
+    from gem_core.vector.ray_backend import EnvActor
+
+    request = pickle.dumps(([], None))
+    no_envs = dumps_factories([])
+    host = ray.remote(EnvHost).remote(no_envs)
+    key = os.urandom(32)
+    served = ray.remote(EnvActor).remote(no_envs, key)
+    address = ray.get(served.address.remote())
+    served.serve.remote()
+    call, conn = [], mpc.Client(address, authkey=key)
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            ray.get(host.run.remote(request))
+            call.append(time.perf_counter() - start)
+        over_conn = []
+        for _ in range(n):
+            start = time.perf_counter()
+            conn.send_bytes(request)
+            conn.recv_bytes()
+            over_conn.append(time.perf_counter() - start)
+    finally:
+        conn.close()
+        ray.kill(host)
+        ray.kill(served)
+    return statistics.median(call[n // 10 :]), statistics.median(over_conn[n // 10 :])
 
 
 def main() -> None:
@@ -121,17 +174,26 @@ def main() -> None:
         ("I/O-bound", functools.partial(WaitingEnv, args.step_ms / 1000)),
     ]
     for title, env_fn in cases:
-        results = time_backends(names, env_fn, args.num_envs, args.steps)
+        makers = {name: functools.partial(BACKENDS[name], [env_fn] * args.num_envs) for name in names}
+        if title == "CPU-bound":
+            at_default = functools.partial(at_switch_interval, 0.005, env_fn)
+            makers["processes @5ms"] = functools.partial(BACKENDS["processes"], [at_default] * args.num_envs)
+        results = time_backends(makers, args.num_envs, args.steps)
         sync, threads = results["sync"][0], results["threads"][0]
         print(
             f"\n{title}: {args.step_ms:.0f} ms per step, {sync / args.num_envs * 1000:.1f} ms of wall time per step in sync"
         )
-        print(f"{'backend':<12}{'s / batch step':>16}{'vs sync':>10}{'time / threads':>16}{'cores busy':>12}")
+        print(f"{'backend':<15}{'s / batch step':>16}{'vs sync':>10}{'time / threads':>16}{'cores busy':>12}")
         for name, (t, busy) in results.items():
-            print(f"{name:<12}{t:>16.4f}{sync / t:>9.2f}x{t / threads:>16.2f}{busy:>12.2f}")
-    print(f"\nload average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            print(f"{name:<15}{t:>16.4f}{sync / t:>9.2f}x{t / threads:>16.2f}{busy:>12.2f}")
     if "ray" in names:
+        call, conn = ray_round_trips()
+        print(
+            f"\nRay actor round trip of an empty batch: method call {call * 1000:.2f} ms, "
+            f"connection {conn * 1000:.2f} ms ({call / conn:.1f}x)"
+        )
         ray.shutdown()
+    print(f"\nload average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

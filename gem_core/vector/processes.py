@@ -5,7 +5,7 @@ contiguous slice of the envs and run them on a thread per env (see ``gem_core.ve
 serialisation and fault handling). Workers start with ``forkserver`` where the platform has it, else
 ``spawn``: plain ``fork`` of a parent that runs threads or torch is unsafe. The fork server (a fresh
 interpreter, not a copy of this one) preloads the worker code. A worker talks to the parent over a
-pipe: one batch of calls in, one reply out. Workers are daemons: they end with the parent, and their
+pipe. Workers are daemons: they end with the parent, and their
 envs may start subprocesses but not ``multiprocessing`` children.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-file on its pipe; a
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe
+from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe, serve
 
 
 class ProcessVectorEnv(WorkerPoolVectorEnv):
@@ -42,7 +42,6 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
         if context == "forkserver":
             _preload_forkserver(self._ctx)
         self._procs: dict[int, Any] = {}
-        self._conns: dict[int, mpc.Connection] = {}
         super().__init__(env_fns, num_workers=num_workers, **kwargs)
 
     def _default_num_workers(self) -> int:
@@ -72,28 +71,8 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
             self._kill(w)
             raise RuntimeError(f"worker {w} could not build its envs: {detail}")
 
-    def _submit(self, w: int, request: bytes) -> None:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError, EOFError):
-            self._conns[w].send_bytes(request)  # if it died, _receive sees that and reports it
-
-    def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
-        owner = {}
-        for w in workers:
-            owner[self._conns[w]] = owner[self._procs[w].sentinel] = w
-        replies: dict[int, bytes | str] = {}
-        for ready in mpc.wait(list(owner), timeout):
-            w = owner[ready]
-            if w in replies:
-                continue
-            conn = self._conns[w]
-            try:
-                if conn.poll():  # a dead worker may still have left its reply in the pipe
-                    replies[w] = conn.recv_bytes()
-                    continue
-            except (EOFError, OSError):
-                pass
-            replies[w] = self._death(w)
-        return replies
+    def _sentinels(self, w: int) -> list[Any]:
+        return [self._procs[w].sentinel]
 
     def _death(self, w: int) -> str:
         proc = self._procs[w]
@@ -148,14 +127,4 @@ def _worker_main(conn: mpc.Connection, factories: bytes) -> None:
         conn.send_bytes(pickle.dumps(("error", describe(exc))))
         return
     conn.send_bytes(pickle.dumps(("ready", None)))
-    try:
-        while True:
-            try:
-                request = conn.recv_bytes()
-            except (EOFError, OSError):
-                break  # the parent is gone
-            if not request:
-                break
-            conn.send_bytes(host.run(request))
-    finally:
-        host.close()
+    serve(host, conn)

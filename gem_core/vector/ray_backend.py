@@ -8,18 +8,27 @@ or a new local instance. ``actor_options`` go to ``ActorClass.options`` (default
 actor waits for a free CPU, and the constructor gives up after ``start_timeout``). Ray runs its workers
 at nice 15 (``RAY_worker_niceness``), so on a busy machine they yield the CPU to other processes.
 
-An actor that dies (``RayActorError``) or whose calls overran ``step_timeout`` is killed with
-``ray.kill`` and replaced by a new actor with fresh envs. Ray is optional: ``pip install gem-core[ray]``.
+Ray places, starts and kills the actors; the batches themselves go over a TCP connection from this
+process to each actor (on its node's IP, a port the OS picks, authenticated with a key made for this
+vector env), because a Ray method call costs about 1 ms of round trip here against ~0.1 ms for the
+connection, which made I/O-bound steps 8-16% slower than the thread backend. So the actors' nodes
+must accept TCP connections from this one, as they do from a Ray driver.
+
+An actor that dies (its connection closes; Ray's reason is reported) or whose calls overran
+``step_timeout`` is killed with ``ray.kill`` and replaced by a new actor with fresh envs. Ray is
+optional: ``pip install gem-core[ray]``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.connection as mpc
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv
+from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe, serve
 
 
 def import_ray() -> Any:
@@ -30,6 +39,30 @@ def import_ray() -> Any:
             "the Ray vector env backend needs Ray: pip install 'gem-core[ray]' (or pip install ray)"
         ) from exc
     return ray
+
+
+class EnvActor:
+    """One worker as a Ray actor: its ``EnvHost``, answering over a TCP connection it listens for."""
+
+    def __init__(self, factories: bytes, authkey: bytes):
+        self.host = EnvHost(factories)
+        self.listener = mpc.Listener((import_ray().util.get_node_ip_address(), 0), authkey=authkey)
+
+    def address(self) -> tuple[str, int]:
+        return self.listener.address
+
+    def serve(self) -> None:
+        """Accept the vector env's connection, stop listening, and answer its batches until it says
+        stop or is gone."""
+        try:
+            while True:
+                with contextlib.suppress(mpc.AuthenticationError):  # a stranger: wait for ours
+                    conn = self.listener.accept()
+                    break
+        finally:
+            self.listener.close()
+        with conn:
+            serve(self.host, conn)
 
 
 class RayVectorEnv(WorkerPoolVectorEnv):
@@ -44,23 +77,25 @@ class RayVectorEnv(WorkerPoolVectorEnv):
         self._ray = ray = import_ray()
         if not ray.is_initialized():
             ray.init(address=address)
-        self._actor_cls = ray.remote(EnvHost)
+        self._actor_cls = ray.remote(EnvActor)
+        # One method at a time, on the actor's main thread: ``serve`` runs until the vector env closes.
         self._actor_options = {"num_cpus": 1, **(actor_options or {}), "max_concurrency": 1}
+        self._authkey = os.urandom(32)
         self._actors: dict[int, Any] = {}
-        self._pings: dict[int, Any] = {}
-        self._pending: dict[int, Any] = {}
+        self._addresses: dict[int, Any] = {}
+        self._serving: dict[int, Any] = {}
         super().__init__(env_fns, num_workers=num_workers, **kwargs)
 
     def _default_num_workers(self) -> int:
         return int(self._ray.cluster_resources().get("CPU", 1))
 
     def _launch(self, w: int) -> None:
-        actor = self._actor_cls.options(**self._actor_options).remote(self._payloads[w])
-        self._actors[w], self._pings[w] = actor, actor.ping.remote()
+        actor = self._actor_cls.options(**self._actor_options).remote(self._payloads[w], self._authkey)
+        self._actors[w], self._addresses[w] = actor, actor.address.remote()
 
     def _await_ready(self, w: int) -> None:
         ray = self._ray
-        ready, _ = ray.wait([self._pings[w]], timeout=self.start_timeout)
+        ready, _ = ray.wait([self._addresses[w]], timeout=self.start_timeout)
         if not ready:
             self._kill(w)
             raise RuntimeError(
@@ -68,41 +103,45 @@ class RayVectorEnv(WorkerPoolVectorEnv):
                 f"resources for {self.num_workers} actors with {self._actor_options}?"
             )
         try:
-            ray.get(ready[0])
+            address = ray.get(ready[0])
         except ray.exceptions.RayError as exc:
             self._kill(w)
             cause = str(exc).strip().splitlines()[-1]  # Ray's message ends with the creation error
             raise RuntimeError(f"Ray actor {w} could not build its envs: {cause}") from exc
+        self._serving[w] = self._actors[w].serve.remote()
+        try:
+            self._conns[w] = mpc.Client(address, authkey=self._authkey)
+        except (OSError, EOFError, mpc.AuthenticationError) as exc:
+            self._kill(w)
+            raise RuntimeError(f"could not connect to Ray actor {w} at {address}: {describe(exc)}") from exc
 
-    def _submit(self, w: int, request: bytes) -> None:
-        self._pending[w] = self._actors[w].run.remote(request)
-
-    def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
+    def _death(self, w: int) -> str:
         ray = self._ray
-        owner = {self._pending[w]: w for w in workers}
-        # All at once: the reply of a dead actor is ready too (it raises), and a live actor answers by
-        # the step timeout itself, so waiting for every reply never hides a fault for long.
-        ready, _ = ray.wait(list(owner), num_returns=len(owner), timeout=timeout)
-        replies: dict[int, bytes | str] = {}
-        for ref in ready:
-            w = owner[ref]
+        ready, _ = ray.wait([self._serving[w]], timeout=5.0)  # Ray learns of a death a moment later
+        if ready:
             try:
-                replies[w] = ray.get(ref)
+                ray.get(ready[0])
             except ray.exceptions.RayError as exc:
-                replies[w] = f"died ({type(exc).__name__})"
-        return replies
+                return f"died ({type(exc).__name__})"
+        return "closed its connection"
 
     def _kill(self, w: int) -> None:
-        actor = self._actors.pop(w, None)
-        self._pending.pop(w, None)
-        self._pings.pop(w, None)
+        actor, conn = self._actors.pop(w, None), self._conns.pop(w, None)
+        self._addresses.pop(w, None)
+        self._serving.pop(w, None)
+        if conn is not None:
+            conn.close()
         if actor is not None:
             with contextlib.suppress(Exception):
                 self._ray.kill(actor, no_restart=True)
 
     def _shutdown(self, workers: Sequence[int]) -> None:
-        closing = [self._actors[w].close.remote() for w in workers if w in self._actors]
+        for w in workers:
+            if w in self._conns:
+                with contextlib.suppress(OSError, ValueError):
+                    self._conns[w].send_bytes(b"")  # the request to stop
+        serving = [self._serving[w] for w in workers if w in self._serving]
         with contextlib.suppress(Exception):
-            self._ray.wait(closing, num_returns=len(closing), timeout=5.0)  # their envs close first
+            self._ray.wait(serving, num_returns=len(serving), timeout=5.0)  # their envs close first
         for w in workers:
             self._kill(w)

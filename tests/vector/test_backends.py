@@ -1,8 +1,11 @@
 """Every vector env backend keeps one semantics: the same tests run on sync, threads, processes and Ray."""
 
 import functools
+import multiprocessing.connection as mpc
 import os
+import pickle
 import signal
+import socket
 import sys
 import time
 
@@ -250,6 +253,44 @@ def test_worker_killed_between_steps_is_detected(backend, build):
     assert infos[0]["t"] == 1 and infos[1]["t"] == 1
     obs, rew, term, trunc, infos = vec.step(["x"] * 4)
     assert infos[2]["autoreset"] and infos[3]["autoreset"]
+
+
+@pytest.mark.parametrize("backend", ["ray"], indirect=True)
+def test_ray_actor_answers_only_the_holder_of_its_key(backend):
+    from gem_core.vector.ray_backend import EnvActor
+    from gem_core.vector.remote import dumps_factories
+
+    ray = pytest.importorskip("ray")
+    key = os.urandom(32)
+    actor = ray.remote(EnvActor).options(num_cpus=1).remote(dumps_factories([FaultyEnv]), key)
+    address = ray.get(actor.address.remote())
+    serving = actor.serve.remote()
+    try:
+        with pytest.raises(mpc.AuthenticationError):
+            mpc.Client(address, authkey=b"a stranger's key")
+        with mpc.Client(address, authkey=key) as conn:
+            conn.send_bytes(pickle.dumps(([(0, ("reset", 3, {}))], None)))
+            (reply,) = pickle.loads(conn.recv_bytes()).values()
+            assert pickle.loads(reply) == FaultyEnv().reset(seed=3)
+            with pytest.raises(ConnectionRefusedError):  # it stopped listening once ours connected
+                socket.create_connection(address, timeout=5)
+            conn.send_bytes(b"")
+        ray.get(serving, timeout=10)
+    finally:
+        ray.kill(actor)
+
+
+@pytest.mark.parametrize("backend", ["ray"], indirect=True)
+def test_ray_vector_env_talks_to_its_actors_over_their_own_connections(backend, build):
+    vec = build([functools.partial(FaultyEnv, length=5)] * 4)
+    vec.reset(seed=0)
+    for conn in vec._conns.values():
+        with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+            address = sock.getpeername()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(address, timeout=5)
+    obs, rew, term, trunc, infos = vec.step(["x"] * 4)
+    assert [info["t"] for info in infos] == [1, 1, 1, 1]
 
 
 @pytest.mark.parametrize("backend", REMOTE, indirect=True)
