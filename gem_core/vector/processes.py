@@ -5,8 +5,8 @@ contiguous slice of the envs and run them on a thread per env (see ``gem_core.ve
 serialisation and fault handling). Workers start with ``forkserver`` where the platform has it, else
 ``spawn``: plain ``fork`` of a parent that runs threads or torch is unsafe. The fork server (a fresh
 interpreter, not a copy of this one) preloads the worker code. A worker talks to the parent over a
-pipe. Workers are daemons: they end with the parent, and their
-envs may start subprocesses but not ``multiprocessing`` children.
+pipe. Workers are daemons: they end with the parent, and their envs may start subprocesses but not
+``multiprocessing`` children.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-file on its pipe; a
 worker whose calls overran ``step_timeout`` is killed. Either way it is started anew with fresh envs.
@@ -96,10 +96,6 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
             conn.close()
 
     def _shutdown(self, workers: Sequence[int]) -> None:
-        for w in workers:
-            if w in self._conns:
-                with contextlib.suppress(OSError, ValueError):
-                    self._conns[w].send_bytes(b"")  # the request to stop
         for w in workers:
             if w in self._procs:
                 self._procs[w].join(timeout=5.0)  # its envs close first

@@ -10,8 +10,9 @@ at nice 15 (``RAY_worker_niceness``), so on a busy machine they yield the CPU to
 
 Ray places, starts and kills the actors; the batches themselves go over a TCP connection from this
 process to each actor (on its node's IP, a port the OS picks, authenticated with a key made for this
-vector env), because a Ray method call costs about 1 ms of round trip here against ~0.1 ms for the
-connection, which made I/O-bound steps 8-16% slower than the thread backend. So the actors' nodes
+vector env), because a Ray method call costs 0.7-0.9 ms of round trip on a 2-core machine against
+0.03 ms for the connection, which made I/O-bound steps 8-16% slower than the thread backend
+(``benchmarks/vector_backends.py`` measures both). So the actors' nodes
 must accept TCP connections from this one, as they do from a Ray driver.
 
 An actor that dies (its connection closes; Ray's reason is reported) or whose calls overran
@@ -136,10 +137,6 @@ class RayVectorEnv(WorkerPoolVectorEnv):
                 self._ray.kill(actor, no_restart=True)
 
     def _shutdown(self, workers: Sequence[int]) -> None:
-        for w in workers:
-            if w in self._conns:
-                with contextlib.suppress(OSError, ValueError):
-                    self._conns[w].send_bytes(b"")  # the request to stop
         serving = [self._serving[w] for w in workers if w in self._serving]
         with contextlib.suppress(Exception):
             self._ray.wait(serving, num_returns=len(serving), timeout=5.0)  # their envs close first

@@ -147,7 +147,7 @@ class WorkerPoolVectorEnv(VectorEnv):
     ``_launch(w)`` starts worker ``w`` without waiting, ``_await_ready(w)`` waits for it and sets its
     connection (raising ``RuntimeError`` if it failed), ``_sentinels(w)`` are further handles that
     become ready when it dies, ``_death(w)`` says why its connection closed, ``_kill(w)`` stops it at
-    once, and ``_shutdown(ws)`` lets workers close their envs and stop.
+    once, and ``_shutdown(ws)`` gives workers told to stop a moment to close their envs, then kills them.
     """
 
     def __init__(
@@ -256,7 +256,12 @@ class WorkerPoolVectorEnv(VectorEnv):
         if self._closed:
             return
         self._closed = True
-        self._shutdown(range(len(self._slices)))
+        workers = range(len(self._slices))
+        for w in workers:
+            if w in self._conns:
+                with contextlib.suppress(OSError, ValueError):
+                    self._conns[w].send_bytes(b"")  # the request to stop: a worker closes its envs
+        self._shutdown(workers)
 
     # ---- transport ------------------------------------------------------------------------------
     def _submit(self, w: int, request: bytes) -> None:
