@@ -12,8 +12,8 @@ Processes and Ray use one worker per CPU (their defaults).
 
 Two baselines explain the remote backends' design, each measured in the same run: CPU-bound
 "processes @5ms" runs the process backend at Python's default GIL switch interval instead of the
-workers' ``WORKER_SWITCH_INTERVAL``; and the round trip of an empty batch to a Ray actor, as a Ray
-method call against the connection ``RayVectorEnv`` uses.
+workers' ``WORKER_SWITCH_INTERVAL``; I/O-bound "ray calls" is the Ray backend sending its batches as
+Ray method calls (``transport="ray"``) instead of over its own connections.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import pickle
 import statistics
 import sys
 import time
@@ -29,7 +28,6 @@ from collections.abc import Callable
 
 from gem_core.core import Env
 from gem_core.vector import BACKENDS, VectorEnv
-from gem_core.vector.remote import EnvHost, dumps_factories
 
 
 def spin(n: int) -> int:
@@ -112,41 +110,6 @@ def time_backends(
     return {name: (statistics.median(times[name]), statistics.median(cores[name])) for name in vecs}
 
 
-def ray_round_trips(n: int = 300) -> tuple[float, float]:
-    """Median seconds of one empty batch to a Ray actor and back: as a Ray method call, and over the
-    connection that ``RayVectorEnv`` opens to its actors."""
-    import multiprocessing.connection as mpc
-
-    import ray
-
-    from gem_core.vector.ray_backend import EnvActor
-
-    request = pickle.dumps(([], None))
-    no_envs = dumps_factories([])
-    host = ray.remote(EnvHost).remote(no_envs)
-    key = os.urandom(32)
-    served = ray.remote(EnvActor).remote(no_envs, key)
-    address = ray.get(served.address.remote())
-    served.serve.remote()
-    call, conn = [], mpc.Client(address, authkey=key)
-    try:
-        for _ in range(n):
-            start = time.perf_counter()
-            ray.get(host.run.remote(request))
-            call.append(time.perf_counter() - start)
-        over_conn = []
-        for _ in range(n):
-            start = time.perf_counter()
-            conn.send_bytes(request)
-            conn.recv_bytes()
-            over_conn.append(time.perf_counter() - start)
-    finally:
-        conn.close()
-        ray.kill(host)
-        ray.kill(served)
-    return statistics.median(call[n // 10 :]), statistics.median(over_conn[n // 10 :])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, default=32)
@@ -178,6 +141,10 @@ def main() -> None:
         if title == "CPU-bound":
             at_default = functools.partial(at_switch_interval, 0.005, env_fn)
             makers["processes @5ms"] = functools.partial(BACKENDS["processes"], [at_default] * args.num_envs)
+        elif "ray" in names:
+            makers["ray calls"] = functools.partial(  # no CPU reserved: the "ray" row's actors hold them all
+                BACKENDS["ray"], [env_fn] * args.num_envs, transport="ray", actor_options={"num_cpus": 0}
+            )
         results = time_backends(makers, args.num_envs, args.steps)
         sync, threads = results["sync"][0], results["threads"][0]
         print(
@@ -187,11 +154,6 @@ def main() -> None:
         for name, (t, busy) in results.items():
             print(f"{name:<15}{t:>16.4f}{sync / t:>9.2f}x{t / threads:>16.2f}{busy:>12.2f}")
     if "ray" in names:
-        call, conn = ray_round_trips()
-        print(
-            f"\nRay actor round trip of an empty batch: method call {call * 1000:.2f} ms, "
-            f"connection {conn * 1000:.2f} ms ({call / conn:.1f}x)"
-        )
         ray.shutdown()
     print(f"\nload average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 

@@ -8,12 +8,14 @@ or a new local instance. ``actor_options`` go to ``ActorClass.options`` (default
 actor waits for a free CPU, and the constructor gives up after ``start_timeout``). Ray runs its workers
 at nice 15 (``RAY_worker_niceness``), so on a busy machine they yield the CPU to other processes.
 
-Ray places, starts and kills the actors; the batches themselves go over a TCP connection from this
-process to each actor (on its node's IP, a port the OS picks, authenticated with a key made for this
-vector env), because a Ray method call costs 0.7-0.9 ms of round trip on a 2-core machine against
-0.03 ms for the connection, which made I/O-bound steps 8-16% slower than the thread backend
-(``benchmarks/vector_backends.py`` measures both). So the actors' nodes
-must accept TCP connections from this one, as they do from a Ray driver.
+Ray places, starts and kills the actors. With ``transport="connection"`` (the default) the batches
+go over a TCP connection from this process to each actor (on its node's IP, a port the OS picks,
+authenticated with a key made for this vector env): a Ray method call costs 0.7-0.9 ms of round trip
+on a 2-core machine, against 0.03 ms for the connection, and made 20 ms I/O-bound batch steps 8-16%
+slower than the thread backend, against 1-2% now (``benchmarks/vector_backends.py``: rows "ray" and
+"ray calls"). The actors' nodes must then accept TCP connections from this process, as they do from a
+driver on the cluster; where they cannot (a driver connected through Ray Client, ``ray://``),
+``transport="ray"`` sends each batch as a Ray method call.
 
 An actor that dies (its connection closes; Ray's reason is reported) or whose calls overran
 ``step_timeout`` is killed with ``ray.kill`` and replaced by a new actor with fresh envs. Ray is
@@ -42,15 +44,28 @@ def import_ray() -> Any:
     return ray
 
 
+TRANSPORTS = ("connection", "ray")
+
+
 class EnvActor:
-    """One worker as a Ray actor: its ``EnvHost``, answering over a TCP connection it listens for."""
+    """One worker as a Ray actor: its ``EnvHost``, answering over a TCP connection it listens for when
+    given an ``authkey``, else through Ray method calls (``run``, ``close``)."""
 
-    def __init__(self, factories: bytes, authkey: bytes):
+    def __init__(self, factories: bytes, authkey: bytes | None = None):
         self.host = EnvHost(factories)
-        self.listener = mpc.Listener((import_ray().util.get_node_ip_address(), 0), authkey=authkey)
+        self.listener = None
+        if authkey is not None:
+            self.listener = mpc.Listener((import_ray().util.get_node_ip_address(), 0), authkey=authkey)
 
-    def address(self) -> tuple[str, int]:
-        return self.listener.address
+    def address(self) -> tuple[str, int] | None:
+        """Where it listens (``None`` without a key); a call that returns once the envs are built."""
+        return None if self.listener is None else self.listener.address
+
+    def run(self, request: bytes) -> bytes:
+        return self.host.run(request)
+
+    def close(self) -> None:
+        self.host.close()
 
     def serve(self) -> None:
         """Accept the vector env's connection, stop listening, and answer its batches until it says
@@ -73,18 +88,23 @@ class RayVectorEnv(WorkerPoolVectorEnv):
         num_workers: int | None = None,
         address: str | None = None,
         actor_options: dict[str, Any] | None = None,
+        transport: str = "connection",
         **kwargs: Any,
     ):
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}; choose from {TRANSPORTS}")
+        self.transport = transport
         self._ray = ray = import_ray()
         if not ray.is_initialized():
             ray.init(address=address)
         self._actor_cls = ray.remote(EnvActor)
-        # One method at a time, on the actor's main thread: ``serve`` runs until the vector env closes.
+        # One method at a time, on the actor's main thread (``serve`` runs until the vector env closes).
         self._actor_options = {"num_cpus": 1, **(actor_options or {}), "max_concurrency": 1}
-        self._authkey = os.urandom(32)
+        self._authkey = os.urandom(32) if transport == "connection" else None
         self._actors: dict[int, Any] = {}
         self._addresses: dict[int, Any] = {}
-        self._serving: dict[int, Any] = {}
+        self._serving: dict[int, Any] = {}  # "connection": each actor's ``serve`` call
+        self._pending: dict[int, Any] = {}  # "ray": each actor's ``run`` call in flight
         super().__init__(env_fns, num_workers=num_workers, **kwargs)
 
     def _default_num_workers(self) -> int:
@@ -109,12 +129,40 @@ class RayVectorEnv(WorkerPoolVectorEnv):
             self._kill(w)
             cause = str(exc).strip().splitlines()[-1]  # Ray's message ends with the creation error
             raise RuntimeError(f"Ray actor {w} could not build its envs: {cause}") from exc
+        if self.transport == "ray":
+            return
         self._serving[w] = self._actors[w].serve.remote()
         try:
             self._conns[w] = mpc.Client(address, authkey=self._authkey)
         except (OSError, EOFError, mpc.AuthenticationError) as exc:
             self._kill(w)
-            raise RuntimeError(f"could not connect to Ray actor {w} at {address}: {describe(exc)}") from exc
+            raise RuntimeError(
+                f"could not connect to Ray actor {w} at {address}: {describe(exc)}; where this process "
+                'cannot reach the actors\' nodes, use transport="ray"'
+            ) from exc
+
+    def _submit(self, w: int, request: bytes) -> None:
+        if self.transport == "ray":
+            self._pending[w] = self._actors[w].run.remote(request)
+        else:
+            super()._submit(w, request)
+
+    def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
+        if self.transport == "connection":
+            return super()._receive(workers, timeout)
+        ray = self._ray
+        owner = {self._pending[w]: w for w in workers}
+        # All at once: the reply of a dead actor is ready too (it raises), and a live actor answers by
+        # the step timeout itself, so waiting for every reply never hides a fault for long.
+        ready, _ = ray.wait(list(owner), num_returns=len(owner), timeout=timeout)
+        replies: dict[int, bytes | str] = {}
+        for ref in ready:
+            w = owner[ref]
+            try:
+                replies[w] = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                replies[w] = f"died ({type(exc).__name__})"
+        return replies
 
     def _death(self, w: int) -> str:
         ray = self._ray
@@ -128,8 +176,8 @@ class RayVectorEnv(WorkerPoolVectorEnv):
 
     def _kill(self, w: int) -> None:
         actor, conn = self._actors.pop(w, None), self._conns.pop(w, None)
-        self._addresses.pop(w, None)
-        self._serving.pop(w, None)
+        for calls in (self._addresses, self._serving, self._pending):
+            calls.pop(w, None)
         if conn is not None:
             conn.close()
         if actor is not None:
@@ -137,8 +185,11 @@ class RayVectorEnv(WorkerPoolVectorEnv):
                 self._ray.kill(actor, no_restart=True)
 
     def _shutdown(self, workers: Sequence[int]) -> None:
-        serving = [self._serving[w] for w in workers if w in self._serving]
+        if self.transport == "ray":
+            ending = [self._actors[w].close.remote() for w in workers if w in self._actors]
+        else:  # told to stop by close(), ``serve`` returns once the envs are closed
+            ending = [self._serving[w] for w in workers if w in self._serving]
         with contextlib.suppress(Exception):
-            self._ray.wait(serving, num_returns=len(serving), timeout=5.0)  # their envs close first
+            self._ray.wait(ending, num_returns=len(ending), timeout=5.0)  # their envs close first
         for w in workers:
             self._kill(w)

@@ -18,13 +18,16 @@ from tests.core.toy_envs import CountdownEnv
 
 from .faulty_envs import FaultyEnv
 
-REMOTE = ["processes", "ray"]
+# Each backend under test: its name for make_vec and its keyword arguments ("ray-calls": the Ray
+# backend sending batches as Ray method calls).
+VARIANTS = {name: (name, {}) for name in BACKENDS} | {"ray-calls": ("ray", {"transport": "ray"})}
+REMOTE = ["processes", "ray", "ray-calls"]
 
 
-@pytest.fixture(params=list(BACKENDS))
+@pytest.fixture(params=list(VARIANTS))
 def backend(request):
-    """The backend's name (Ray backends share one local Ray instance)."""
-    if request.param == "ray":
+    """The name of the backend under test (Ray backends share one local Ray instance)."""
+    if VARIANTS[request.param][0] == "ray":
         request.getfixturevalue("ray_cluster")
     return request.param
 
@@ -37,7 +40,8 @@ def build(backend):
     def build(env_fns, **kwargs):
         if backend in REMOTE:
             kwargs.setdefault("num_workers", 2)  # two envs or more per worker: slices are exercised
-        vec = BACKENDS[backend](env_fns, **kwargs)
+        name, options = VARIANTS[backend]
+        vec = BACKENDS[name](env_fns, **options, **kwargs)
         made.append(vec)
         return vec
 
@@ -153,8 +157,10 @@ def _run(vec, steps):
 def test_same_seeds_give_the_same_trajectories_on_every_backend(backend, build):
     env_id, n, steps = "game:GuessTheNumber-v0-hard", 16, 7
     expected = _episodes_one_by_one(env_id, range(1000, 1000 + n), steps)
-    extra = {"num_workers": 2} if backend in REMOTE else {}
-    vec = gem_core.make_vec(env_id, n, backend=backend, autoreset_mode="disabled", **extra)
+    name, options = VARIANTS[backend]
+    if backend in REMOTE:
+        options = {**options, "num_workers": 2}
+    vec = gem_core.make_vec(env_id, n, backend=name, autoreset_mode="disabled", **options)
     try:
         obs, _ = vec.reset(seed=1000)
         got = [[o] for o in obs]
@@ -333,12 +339,14 @@ def test_envs_live_where_the_backend_says_and_close_leaves_nothing(backend, buil
 def test_make_vec_factories_cross_the_process_boundary(backend):
     custom = "test:VectorBackendCountdown-v0"
     gem_core.register(custom, "tests.core.toy_envs:CountdownEnv", length=4)  # in this process only
+    name, options = VARIANTS[backend]
     try:  # the factories carry the spec to the workers
         vec = gem_core.make_vec(
             [custom, "game:GuessTheNumber-v0-easy"],
-            backend=backend,
+            backend=name,
             wrappers=[lambda env: TimeLimit(env, 2)],  # a lambda: cloudpickle carries it
             num_workers=2,
+            **options,
         )
     finally:
         gem_core.unregister(custom)
@@ -368,6 +376,11 @@ def test_ray_backend_says_how_to_install_ray(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where Ray is not installed
     with pytest.raises(ImportError, match=r"pip install 'gem-core\[ray\]'"):
         RayVectorEnv(countdown(2))
+
+
+def test_ray_backend_names_its_transports():
+    with pytest.raises(ValueError, match=r"unknown transport 'grpc'; choose from \('connection', 'ray'\)"):
+        RayVectorEnv(countdown(2), transport="grpc")
 
 
 @pytest.mark.parametrize("backend", REMOTE, indirect=True)
