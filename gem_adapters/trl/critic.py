@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gem_adapters.advantages import compute_advantages
+from gem_adapters.advantages import advantages_for_episodes
 from gem_adapters.trajectory import Episode
 from gem_adapters.trl.config import GEMPPOConfig
 from gem_adapters.trl.trainer import GEMGRPOTrainer
@@ -86,8 +86,9 @@ class GEMPPOTrainer(GEMGRPOTrainer):
         pad_id = getattr(self.processing_class, "pad_token_id", None) or 0
         with torch.no_grad():
             old = [v.double().cpu().numpy() for v in self.critic.turn_values(episodes, pad_id)]
-        rewards = [[t.reward for t in e.turns] for e in episodes]
-        advantages = compute_advantages("gae", rewards, gamma=self.args.gamma, lam=self.args.lam, values=old)
+        advantages = advantages_for_episodes(
+            "gae", episodes, gamma=self.args.gamma, lam=self.args.lam, values=old
+        )
         targets = [
             torch.from_numpy(a + v).float().to(self.accelerator.device) for a, v in zip(advantages, old)
         ]
