@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import gem_core
-from gem_adapters.models import cache_dir
+from gem_adapters.models import cache_dir, tiny_llama_config
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_core.envs.games.guess_the_number import GuessTheNumberEnv
 from gem_core.parsing import extract_boxed
@@ -154,10 +154,6 @@ class PolicySpec:
         return cache_dir() / "learning" / f"{self.task}-seed{self.seed}-{digest}"
 
 
-def renderer_for(tokenizer: Any) -> ChatRenderer:
-    return ChatRenderer(tokenizer)
-
-
 def scripted_games(task: Task, num: int, seed: int):
     """Yield ``(seed, [(observation, action, step_result), ...])`` for ``num`` games of the warm-up player."""
     rng = random.Random(seed)
@@ -218,7 +214,7 @@ def warmed_up_policy(spec: PolicySpec) -> Path:
     if (folder / "config.json").exists():
         return folder
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     task = TASKS[spec.task]
     # One tokenizer for every task (learnt from the same episodes whatever the task), so ids mean the same.
@@ -230,23 +226,12 @@ def warmed_up_policy(spec: PolicySpec) -> Path:
         for text in (obs, action, last_obs)
     ]
     tokenizer = train_tokenizer(corpus, spec.vocab_size)
-    episodes = scripted_episodes(task, renderer_for(tokenizer), spec.warmup_episodes, seed=spec.seed)
+    episodes = scripted_episodes(task, ChatRenderer(tokenizer), spec.warmup_episodes, seed=spec.seed)
     sequences = [e.to_sequence() for e in episodes]
 
     torch.manual_seed(spec.seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.hidden_size * 2,
-        num_hidden_layers=spec.num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=1024,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
-        tie_word_embeddings=True,
-    )
+    config = tiny_llama_config(tokenizer, spec.hidden_size, spec.num_layers)
+    config.max_position_embeddings = 1024
     model = LlamaForCausalLM(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warmup_lr, weight_decay=0.0)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, spec.warmup_lr, total_steps=spec.warmup_steps)
@@ -260,7 +245,7 @@ def warmed_up_policy(spec: PolicySpec) -> Path:
         attention = torch.zeros((len(batch), width), dtype=torch.long)
         for row, s in enumerate(batch):
             n = len(s.token_ids)
-            ids[row, :n] = attention[row, :n] = torch.tensor(s.token_ids)
+            ids[row, :n] = torch.tensor(s.token_ids)
             attention[row, :n] = 1
             labels[row, :n] = torch.where(torch.tensor(s.loss_mask, dtype=torch.bool), ids[row, :n], -100)
         loss = model(input_ids=ids, attention_mask=attention, labels=labels).loss

@@ -25,7 +25,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import TASKS, PolicySpec, renderer_for, warmed_up_policy
+from common import TASKS, PolicySpec, warmed_up_policy
 
 from gem_core.parsing import extract_boxed
 
@@ -159,7 +159,6 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
         args=config,
         train_dataset=tasks_dataset(task.env_id, num_tasks, first_seed=run.seed * TASK_SEEDS_PER_RUN),
         processing_class=tokenizer,
-        renderer=renderer_for(tokenizer),
     )
     with RunLog(Path(run.out), f"{run.task} {run.estimator} gamma={run.gamma} seed={run.seed}") as log:
 
