@@ -11,9 +11,11 @@ import torch
 pytest.importorskip("trl")
 
 from gem_adapters.advantages import compute_advantages, discounted_returns
-from gem_adapters.trl import GEMGRPOConfig, GEMPPOConfig, GEMPPOTrainer, tasks_dataset
-from tests.adapters.trl.test_trl_adapter import TEST_ENV as ENV
-from tests.adapters.trl.test_trl_adapter import action_length_env  # noqa: F401 (autouse: registers ENV)
+from gem_adapters.trl import GEMGRPOConfig, GEMPPOConfig, GEMPPOTrainer
+from tests.adapters.trl.test_trl_adapter import (
+    action_length_env,  # noqa: F401 (autouse: registers TEST_ENV)
+    make_trainer,
+)
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -35,28 +37,16 @@ class ProbePPOTrainer(GEMPPOTrainer):
 
 @pytest.fixture(scope="module")
 def ppo_run(tokenizer, tmp_path_factory):
-    from gem_adapters.models import tiny_causal_lm
-
-    config = GEMPPOConfig(
-        output_dir=str(tmp_path_factory.mktemp("ppo")),
-        per_device_train_batch_size=6,
-        num_generations=3,
+    trainer = make_trainer(
+        tokenizer,
+        tmp_path_factory.mktemp("ppo"),
+        config_class=GEMPPOConfig,
+        trainer_class=ProbePPOTrainer,
         max_steps=2,
-        learning_rate=1e-3,
-        max_turn_tokens=6,
         gamma=0.9,
         lam=0.95,
         whiten_advantages=False,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
-    )
-    trainer = ProbePPOTrainer(
-        model=tiny_causal_lm(tokenizer, seed=0),
-        args=config,
-        train_dataset=tasks_dataset(ENV, 20),
-        processing_class=tokenizer,
+        gradient_checkpointing=True,  # TRL's default: the critic copies a checkpointed decoder
     )
     policy_before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     critic_before = {n: p.detach().clone() for n, p in trainer.critic.named_parameters()}

@@ -73,7 +73,10 @@ class ProbeTrainer(GEMGRPOTrainer):
         return super()._compute_loss(model, inputs)
 
 
-def make_trainer(tokenizer, tmp_path, env_id=TEST_ENV, seed=0, **overrides):
+def make_trainer(
+    tokenizer, tmp_path, env_id=TEST_ENV, seed=0, config_class=GEMGRPOConfig, trainer_class=None, **overrides
+):
+    """A trainer (default ``ProbeTrainer``) of a tiny random Llama on ``env_id``: one small step."""
     from gem_adapters.models import tiny_causal_lm
 
     settings = dict(
@@ -91,8 +94,8 @@ def make_trainer(tokenizer, tmp_path, env_id=TEST_ENV, seed=0, **overrides):
         disable_tqdm=True,
     )
     settings.update(overrides)
-    config = GEMGRPOConfig(**settings)
-    return ProbeTrainer(
+    config = config_class(**settings)
+    return (trainer_class or ProbeTrainer)(
         model=tiny_causal_lm(tokenizer, seed=seed),
         args=config,
         train_dataset=tasks_dataset(env_id, 20),
