@@ -17,11 +17,12 @@ action before the env reads it and delivered at the top of the recipient's obser
 time it is due to act (``From NAME: text``); a message to an unknown agent is reported back to the
 sender the same way.
 
-Like an Env (both derive from ``gem_core.core.EnvBase``), a MultiAgentEnv owns its generators (``rng`` for the episode, ``action_rng`` for
-``sample_random_action(agent)``), seeded by ``reset(seed)``, and has ``get_state``/``set_state``/
-``spawn``. Subclasses implement ``_reset()`` and ``_step(actions)`` (actions already stripped of
-messages) and ``_random_action(agent)``. ``single_agent.SingleAgentView`` exposes one agent as an
-Env, the others played by given policies; ``rollout`` plays a whole episode (self-play).
+Like an Env (both derive from ``gem_core.core.EnvBase``), a MultiAgentEnv owns its generators
+(``rng`` for the episode, ``action_rng`` for ``sample_random_action(agent)``), seeded by
+``reset(seed)``, and has ``get_state``/``set_state``/``spawn``. Subclasses implement ``_reset()``
+and ``_step(actions)`` (actions already stripped of messages) and ``_random_action(agent)``.
+``single_agent.SingleAgentView`` exposes one agent as an Env, the others played by given policies;
+``rollout`` plays a whole episode (self-play).
 """
 
 from __future__ import annotations
