@@ -16,6 +16,12 @@ episode's return, the estimators give, per turn:
   reinforce   ``G_t``
   rebn        ``(G_t - mean) / (std + eps)``, mean and population std over every turn of the
               (global) batch: return batch normalisation, GEM's default
+  rebn_per_episode
+              ReBN in which every episode weighs the same, whatever its number of turns ``T``:
+              the turn weights ``1/T`` enter the mean and std, and each turn's advantage is
+              scaled by ``(turns in batch / episodes in batch) / T``, so each episode's turns
+              carry the same total weight in the loss (plain ``rebn`` lets a 20-turn episode
+              pull the baseline and the gradient 20x as hard as a 1-turn one)
   grpo        ``(R - mean_g) / (std_g + eps)`` over the episodes of a group, sample std (ddof=1,
               as TRL and verl); turn-agnostic: every turn gets its episode's advantage
   dr_grpo     ``R - mean_g`` (Dr. GRPO: no std)
@@ -170,6 +176,25 @@ def rebn(
     (squares,) = reduce(np.array([np.square(returns - mean).sum()]))
     std = np.sqrt(squares / count)
     return (returns - mean) / (std + eps)
+
+
+@register_estimator("rebn_per_episode")
+def rebn_per_episode(
+    batch: TurnBatch, *, gamma: float, eps: float, reduce_fn: ReduceFn | None = None, **_: Any
+) -> np.ndarray:
+    returns = batch.returns(gamma)
+    weight = 1.0 / batch.lengths[batch.episode]  # an episode's turn weights sum to 1
+    reduce = reduce_fn or (lambda x: x)
+    # Each worker holds whole episodes, so the summed weights count the global batch's episodes.
+    weighted_sum, episodes, turns = reduce(
+        np.array([(weight * returns).sum(), weight.sum(), float(len(returns))])
+    )
+    if episodes <= 0:
+        raise ValueError("ReBN over an empty batch")
+    mean = weighted_sum / episodes
+    (squares,) = reduce(np.array([(weight * np.square(returns - mean)).sum()]))
+    std = np.sqrt(squares / episodes)
+    return (returns - mean) / (std + eps) * weight * (turns / episodes)
 
 
 def _group_stats(

@@ -69,6 +69,9 @@ def test_rerunning_on_an_installed_venv_installs_nothing(tmp_path):
     assert "up to date for [trl,tools]" in result.stdout
     installed = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=freeze"],
-        capture_output=True, text=True, check=True, timeout=120,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
     ).stdout
     assert "torch" not in installed  # nothing was installed

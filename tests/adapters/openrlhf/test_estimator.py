@@ -87,7 +87,7 @@ def rows(experiences):
             yield experience, b
 
 
-@pytest.mark.parametrize("name", ["rebn", "grpo", "dr_grpo", "rloo", "reinforce"])
+@pytest.mark.parametrize("name", ["rebn", "rebn_per_episode", "grpo", "dr_grpo", "rloo", "reinforce"])
 def test_gem_estimator_equals_shared_advantages(played, tokenizer, name):
     experiences = batches(played, tokenizer)
     out = compute_advantages_and_returns(maker(cli_args()), experiences, estimator=name)

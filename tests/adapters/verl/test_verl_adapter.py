@@ -143,7 +143,7 @@ def test_logprobs_are_the_models_on_generated_ids(played, tiny_model):
         assert torch.all(got[~mask] == 0)
 
 
-@pytest.mark.parametrize("name", ["rebn", "grpo", "dr_grpo", "rloo", "reinforce"])
+@pytest.mark.parametrize("name", ["rebn", "rebn_per_episode", "grpo", "dr_grpo", "rloo", "reinforce"])
 def test_verl_compute_advantage_equals_shared_estimator(played, name):
     config, _, outputs = played
     data, keys = to_verl_batch(outputs, config)
@@ -295,6 +295,7 @@ def test_plugin_entry_point_registers_estimators_in_a_fresh_process(tmp_path):
         "gem_dr_grpo",
         "gem_grpo",
         "gem_rebn",
+        "gem_rebn_per_episode",
         "gem_reinforce",
         "gem_rloo",
     ]
