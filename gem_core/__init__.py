@@ -1,7 +1,7 @@
 """gem_core: a Gym for agentic LLMs — multi-turn text environments with a Gymnasium-style API."""
 
 from gem_core.checker import check_env
-from gem_core.core import Env, Wrapper
+from gem_core.core import Env, EpisodeOverError, Wrapper
 from gem_core.observation import MultimodalObservation
 from gem_core.registry import EnvNotFoundError, EnvSpec, list_envs, make, make_vec, register, spec, unregister
 
@@ -9,6 +9,7 @@ __all__ = [
     "Env",
     "EnvNotFoundError",
     "EnvSpec",
+    "EpisodeOverError",
     "MultimodalObservation",
     "Wrapper",
     "check_env",

@@ -2,8 +2,9 @@
 
 Checks, in order: the types ``reset`` and ``step`` return; determinism under a seed; that
 ``spawn(same_state=True)`` and a ``get_state``/``set_state`` round trip continue an episode exactly;
-and that hostile actions (empty, huge, binary junk, odd unicode, prompt injection) give an
-observation with no positive reward, never an exception. Raises ``EnvCheckError`` on the first failure.
+and that hostile actions (empty, huge, binary junk, odd unicode, prompt injection, and shapes that
+are slow for a naive parser, such as 20,000 unclosed ``\\boxed{``) give an observation with no
+positive reward, never an exception. Raises ``EnvCheckError`` on the first failure.
 Observations are compared by ``repr``; images (PIL images in chat content) by their pixels.
 """
 
@@ -26,6 +27,15 @@ HOSTILE_ACTIONS: dict[str, str] = {
         "</answer> <|im_end|> \\boxed"
     ),
     "unbalanced braces": "\\boxed{{{{" + "}" * 3 + "\\boxed{" * 200,
+    # Shapes that make a naive (quadratic) parser take seconds to minutes; each must cost milliseconds.
+    "unclosed boxes": "\\boxed{" * 20_000,
+    "one closing brace": "\\boxed{" * 20_000 + "}",
+    "open braces": "{" * 100_000,
+    "deep nesting": "\\boxed{" * 10_000 + "x" + "}" * 10_000,
+    "bare boxed": "\\boxed" * 20_000,
+    "closing braces": "}" * 100_000 + "\n" + "}" * 100_000,
+    "unclosed fences": "```" + " " * 50_000 + "x\n```python\n" + "```" * 20_000,
+    "unclosed tags": "<answer>" * 20_000 + "</answer" * 20_000,
     "format-like junk": "<python>import os</python> ```python\nprint(1)\n``` <answer></answer> <search></search>",
 }
 

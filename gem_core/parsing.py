@@ -1,29 +1,45 @@
-"""Extracting answers from untrusted model text. Every function is linear-time and never raises on str input."""
+"""Extracting answers from untrusted model text. Every function is linear-time and never raises on str input.
+
+Linear means one left-to-right pass (plus regular expressions that cannot backtrack): a reply made of
+100,000 unbalanced ``\\boxed{`` or of one long run of spaces costs about as much as any other reply of
+that length. ``tests/test_parsing.py`` checks it by comparing the time of inputs of size N and 4N.
+"""
 
 from __future__ import annotations
 
 import re
 
-_BOXED = "\\boxed"
+# "\boxed", optional spaces, "{": the spaces are a run of one character class followed by a
+# different one, so the match cannot backtrack.
+_BOXED_OPEN = re.compile(r"\\boxed *\{")
 _BRACES = re.compile(r"[{}]")
 
 
 def extract_boxed(text: str) -> str | None:
-    r"""The content of the last ``\boxed{...}`` (braces balanced), stripped; None if there is none."""
+    r"""The content of the last ``\boxed{...}`` (braces balanced), stripped; None if there is none.
+
+    "Last" is by where ``\boxed`` starts: ``\boxed{a \boxed{b}}`` gives ``b``; a ``\boxed{`` whose
+    brace never closes is skipped, so ``\boxed{a} \boxed{b`` gives ``a``. Braces are matched in one
+    pass with a stack of open positions.
+    """
     if not isinstance(text, str):
         return None
-    start = text.rfind(_BOXED)
-    while start != -1:
-        open_ = start + len(_BOXED)
-        while open_ < len(text) and text[open_] == " ":
-            open_ += 1
-        if open_ < len(text) and text[open_] == "{":
-            depth = 0
-            for brace in _BRACES.finditer(text, open_):
-                depth += 1 if brace.group() == "{" else -1
-                if depth == 0:
-                    return text[open_ + 1 : brace.start()].strip()
-        start = text.rfind(_BOXED, 0, start)
+    opens = [m.end() - 1 for m in _BOXED_OPEN.finditer(text)]  # positions of their "{", increasing
+    if not opens:
+        return None
+    wanted = set(opens)
+    close_of: dict[int, int] = {}
+    stack: list[int] = []
+    for brace in _BRACES.finditer(text, opens[0]):
+        if brace.group() == "{":
+            stack.append(brace.start())
+        elif stack:
+            start = stack.pop()
+            if start in wanted:
+                close_of[start] = brace.start()
+    for start in reversed(opens):
+        if start in close_of:
+            return text[start + 1 : close_of[start]].strip()
     return None
 
 
@@ -40,17 +56,34 @@ def extract_tag(text: str, tag: str) -> str | None:
     return text[open_ + len(tag) + 2 : close].strip()
 
 
-_FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+# An opening fence: ``` then an optional language name, each run of blanks next to a different
+# character class (no two adjacent runs can trade characters, so no backtracking), then a newline.
+_FENCE_OPEN = re.compile(r"```[ \t]*(?:([\w+-]+)[ \t]*)?\n")
 
 
 def extract_last_code_block(text: str, language: str | None = None) -> str | None:
-    """The last fenced code block (optionally of ``language``); None if there is none."""
+    """The last fenced code block (optionally of ``language``); None if there is none.
+
+    Blocks are read left to right: an opening fence, its body up to the next ```, then the search goes
+    on after that closing fence.
+    """
     if not isinstance(text, str):
         return None
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
-    if language is not None:
-        blocks = [b for b in blocks if b[0] in ("", language.lower())]
-    return blocks[-1][1] if blocks else None
+    wanted = None if language is None else ("", language.lower())
+    found = None
+    position = 0
+    while True:
+        opening = _FENCE_OPEN.search(text, position)
+        if opening is None:
+            break
+        close = text.find("```", opening.end())
+        if close == -1:
+            break
+        lang = (opening.group(1) or "").lower()
+        if wanted is None or lang in wanted:
+            found = text[opening.end() : close]
+        position = close + 3
+    return found
 
 
 def preview(text: str, limit: int = 80) -> str:

@@ -4,6 +4,7 @@ offline failure in their own modules' tests)."""
 import pytest
 
 import gem_core
+from gem_core import EpisodeOverError
 
 OFFLINE_IDS = [i for i in gem_core.list_envs() if gem_core.spec(i).data_source == "offline"]
 
@@ -15,3 +16,43 @@ def test_there_are_registered_envs():
 @pytest.mark.parametrize("env_id", OFFLINE_IDS)
 def test_check_env(env_id):
     gem_core.check_env(gem_core.make(env_id), seed=123)
+
+
+NOT_STR = [None, 42, b"\\boxed{1}", ["\\boxed{1}"], {"action": "x"}]
+
+
+@pytest.mark.parametrize("env_id", OFFLINE_IDS)
+def test_one_behaviour_at_the_edges_of_an_episode(env_id):
+    """Every env: a non-str action is a TypeError; a step before the first reset or after the end
+    raises EpisodeOverError (and snapshots and same-state spawns keep the episode over)."""
+    env = gem_core.make(env_id)
+    with pytest.raises(EpisodeOverError, match=r"^the episode is over; call reset\(\)$"):
+        env.step(env_id)
+    env.reset(seed=7)
+    for action in NOT_STR:
+        with pytest.raises(TypeError, match=rf"^an action is a str, got {type(action).__name__}$"):
+            env.step(action)
+    for _ in range(500):
+        *_, terminated, truncated, _ = env.step(env.sample_random_action())
+        if terminated or truncated:
+            break
+    else:
+        pytest.skip("random actions did not end an episode in 500 steps")
+    assert env.episode_over
+    with pytest.raises(EpisodeOverError):
+        env.step(env.sample_random_action())
+    with pytest.raises(EpisodeOverError):
+        env.step(None)  # the episode's end is checked first
+    state = env.get_state()
+    clone = env.spawn(same_state=True)
+    with pytest.raises(EpisodeOverError):
+        clone.step("x")
+    clone.reset(seed=1)
+    clone.set_state(state)
+    with pytest.raises(EpisodeOverError):
+        clone.step("x")
+    env.reset(seed=8)
+    assert not env.episode_over
+    env.step(env.sample_random_action())  # a new episode steps again
+    env.close()
+    clone.close()

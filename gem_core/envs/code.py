@@ -319,11 +319,9 @@ class CodeEnv(Env[str]):
         return self.prompt(), {"problem_id": self.problem.get("id", str(self.problem_index))}
 
     def step(self, action: str) -> StepResult:
-        if self.done:
-            return "The episode is over; call reset().", 0.0, True, False, {}
         self.attempts += 1
         last_try = self.attempts >= self.max_attempts
-        code = extract_last_code_block(action, language="python") if isinstance(action, str) else None
+        code = extract_last_code_block(action, language="python")
         if code is None or not code.strip():
             self.done = last_try
             feedback = "No code found: put your solution in a ```python code block."

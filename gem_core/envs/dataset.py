@@ -3,7 +3,8 @@
 ``reset`` draws an example from ``self.rng`` (or takes ``reset(index=i)``, e.g. to evaluate every
 example once) and returns its prompt; ``step`` grades the answer and ends the episode. A subclass
 says how to prompt (``_prompt``), how to grade (``_grade``) and what a random answer looks like
-(``_random_answer``). Stepping after the episode has ended returns a reminder with reward 0.
+(``_random_answer``). Stepping after the episode has ended raises ``EpisodeOverError``, as for every
+env (``gem_core.core``).
 
 The examples are any sequence of mappings: a list read from a JSON-lines file that ships in
 ``gem_core/data`` (``read_jsonl``, no dependencies), a Hugging Face dataset (``load_hf_dataset``:
@@ -48,7 +49,6 @@ class DatasetEnv(Env[str]):
         self.examples = examples
         self.index = -1
         self.example: Mapping[str, Any] = {}
-        self.finished = True
 
     # ---- for subclasses ------------------------------------------------------------------------
     def _prompt(self, example: Mapping[str, Any]) -> str:
@@ -73,16 +73,9 @@ class DatasetEnv(Env[str]):
             raise IndexError(f"index {index} is outside 0..{len(self.examples) - 1}")
         self.index = int(index)
         self.example = self.examples[self.index]
-        self.finished = False
         return self._prompt(self.example), {"index": self.index}
 
     def step(self, action: str) -> StepResult:
-        if self.finished:
-            message = "The episode is over: call reset() for a new question."
-            return message, 0.0, True, False, {"error": "step() called after the episode ended"}
-        if not isinstance(action, str):
-            raise TypeError(f"an action is a str, got {type(action).__name__}")
-        self.finished = True
         reward, feedback, info = self._grade(action)
         info.setdefault("success", reward >= 1.0)
         return feedback, float(reward), True, False, info

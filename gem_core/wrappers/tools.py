@@ -11,6 +11,9 @@ minus ``tool_error_penalty`` when it failed. Every step's info carries the episo
 (``tool_uses``, ``tool_successes``, ``tool_errors``) and ``use_tool``; a tool step also names the
 ``tool`` and whether it was ``tool_ok``.
 
+Stepping after the episode ended raises ``EpisodeOverError`` before any tool is parsed or run (as
+for every wrapper, ``gem_core.core``).
+
 Tools are shared, static resources (``_static_attributes``): snapshots do not copy them, spawned
 envs use the same ones, and closing the env leaves them open (close them yourself).
 """
@@ -82,8 +85,6 @@ class ToolEnvWrapper(Wrapper):
         return obs, float(reward), False, False, info
 
     def _find_call(self, action: str) -> tuple[Tool, Any] | None:
-        if not isinstance(action, str):
-            return None
         if self.max_tool_uses is not None and self.tool_uses >= self.max_tool_uses:
             return None
         for tool in self.tools:

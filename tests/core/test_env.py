@@ -133,3 +133,91 @@ def test_context_manager_closes():
     with Closing() as env:
         env.reset(seed=0)
     assert closed == [True]
+
+
+# ---- one behaviour at the edges of an episode (gem_core.core's guard) ----------------------------
+class Layered(CountdownEnv):
+    """A subclass whose step and reset call super(): the guard must check once, not per level."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.steps = 0
+
+    def reset(self, seed=None, **kwargs):
+        return super().reset(seed, **kwargs)
+
+    def step(self, action):
+        self.steps += 1
+        return super().step(action)
+
+
+class BrokenReset(CountdownEnv):
+    def reset(self, seed=None, **kwargs):
+        super().reset(seed)
+        raise ValueError("no episode today")
+
+
+def test_episode_over_before_reset_and_after_the_end():
+    from gem_core import EpisodeOverError
+
+    assert issubclass(EpisodeOverError, RuntimeError)
+    env = Layered(length=2)
+    assert env.episode_over
+    with pytest.raises(EpisodeOverError, match=r"^the episode is over; call reset\(\)$"):
+        env.step("1")
+    env.reset(seed=0)
+    assert not env.episode_over
+    with pytest.raises(TypeError, match="^an action is a str, got bytes$"):
+        env.step(b"1")
+    wrong = str((env.secret + 1) % 10)
+    env.step(wrong)
+    *_, terminated, truncated, _ = env.step(wrong)
+    assert truncated and env.episode_over and env.steps == 2
+    with pytest.raises(EpisodeOverError):
+        env.step(wrong)
+    assert env.steps == 2  # the env's own step never ran
+    env.reset(seed=1)
+    env.step(wrong)
+    assert env.steps == 3
+
+
+def test_each_wrapper_layer_checks_its_own_episode():
+    from gem_core import EpisodeOverError
+
+    env = Shout(TimeLimit(CountdownEnv(length=10), max_turns=1))
+    env.reset(seed=0)
+    *_, truncated, _ = env.step("x")
+    assert truncated and env.episode_over and env.env.episode_over and not env.unwrapped.episode_over
+    with pytest.raises(EpisodeOverError):
+        env.step("x")
+    assert env.shouts == 1
+    env.reset(seed=0)
+    assert not any(layer.episode_over for layer in (env, env.env, env.unwrapped))
+
+
+def test_a_reset_that_raises_leaves_no_episode():
+    from gem_core import EpisodeOverError
+
+    env = BrokenReset()
+    with pytest.raises(ValueError):
+        env.reset(seed=0)
+    with pytest.raises(EpisodeOverError):
+        env.step("1")
+
+
+def test_snapshots_keep_the_end_of_an_episode():
+    from gem_core import EpisodeOverError
+
+    env = CountdownEnv(length=1)
+    env.reset(seed=0)
+    live = env.get_state()
+    env.step("x")
+    over = env.get_state()
+    for clone in (env.spawn(same_state=True), env.spawn()):
+        with pytest.raises(EpisodeOverError):
+            clone.step("x")
+    env.set_state(live)
+    assert env.step("x")[3]
+    env.set_state(over)
+    with pytest.raises(EpisodeOverError):
+        env.step("x")

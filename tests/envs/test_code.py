@@ -9,6 +9,7 @@ import time
 import pytest
 
 import gem_core
+from gem_core.core import EpisodeOverError
 from gem_core.envs.code import CodeEnv, load_problems, outputs_match, values_match
 
 pytestmark = pytest.mark.timeout(180)
@@ -100,7 +101,8 @@ def test_no_code_block_is_a_format_error(env):
     env.reset(seed=1)
     obs, reward, terminated, _, info = env.step("The answer is obviously 42.")
     assert reward == -0.1 and terminated and info["format_error"] and "```python" in obs
-    assert env.step("again")[:3] == ("The episode is over; call reset().", 0.0, True)
+    with pytest.raises(EpisodeOverError, match=r"the episode is over; call reset\(\)"):
+        env.step("again")
 
 
 def test_several_attempts_with_feedback():
@@ -193,7 +195,8 @@ def test_hub_ids_load_local_files_in_each_format(tmp_path):
         code = solution or env.problem["reference"]
         obs, reward, *_ = env.step(fenced(code))
         assert reward == 1.0, (env_id, path.name, obs)
-        assert env.step("x")[1] == 0.0
+        with pytest.raises(EpisodeOverError):
+            env.step("x")
     env = gem_core.make("code:CodeContest", data_files=str(contests))
     env.reset(seed=0)
     assert [t["input"] for t in env.tests()] == ["2\n", "7\n", "0\n"]

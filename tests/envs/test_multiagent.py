@@ -100,7 +100,7 @@ def test_parallel_turn_order_and_its_view():
     view = SingleAgentView(CoinMatch(), "a", {"b": lambda observation: "heads"})
     view.reset(seed=0)
     total = sum(view.step("heads")[1] for _ in range(3))
-    assert total == 3.0 and view.finished
+    assert total == 3.0 and view.episode_over
     gem_core.check_env(SingleAgentView(CoinMatch(), "b", {"a": "random"}), seed=1)
 
 

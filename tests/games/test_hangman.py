@@ -94,7 +94,7 @@ def test_letters_win_without_a_word_guess_and_turns_run_out():
     env.reset(seed=0)
     env.secret = "cat"
     rewards = [env.step(f"\\boxed{{{ch}}}")[1] for ch in "cat"]
-    assert rewards[-1] == pytest.approx(0.5 / 3 + 1.0) and env.finished
+    assert rewards[-1] == pytest.approx(0.5 / 3 + 1.0) and env.episode_over
 
 
 def test_answer_lists():

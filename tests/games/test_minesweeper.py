@@ -98,7 +98,7 @@ def test_probabilities_match_brute_force():
         env = MinesweeperEnv(rows=4, cols=4, num_mines=4, max_turns=16)
         env.reset(seed=seed)
         env.step(scripted_action(env))
-        if env.finished:
+        if env.episode_over:
             continue
         board = env.board()
         hidden = [(r, c) for r in range(4) for c in range(4) if not board[r][c].isdigit()]

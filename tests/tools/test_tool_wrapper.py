@@ -33,8 +33,6 @@ class AnswerEnv(Env):
         return f"{self.question} Put your final answer in \\boxed{{}}.", {}
 
     def step(self, action):
-        if self.done:
-            return "The episode is over; call reset().", 0.0, True, False, {}
         self.done = True
         given = extract_boxed(action)
         if given is None:
@@ -221,3 +219,46 @@ def test_any_env_with_a_real_mcp_server(tmp_path):
         assert info["tool_ok"] and json.loads(obs.split("\n", 1)[1])["item"] == "webcam"
         _, reward, terminated, *_ = env.step("\\boxed{webcam}")
         assert reward == 1.0 and terminated
+
+
+class CountingTool(ExplodingTool):
+    """Counts the calls it parses and runs (and never raises)."""
+
+    name = "counting"
+
+    def __init__(self):
+        self.parsed = self.executed = 0
+
+    def parse(self, action: str) -> Any | None:
+        self.parsed += 1
+        return "call" if "<count>" in action else None
+
+    def execute(self, call: Any) -> tuple[str, bool]:
+        self.executed += 1
+        return "counted", True
+
+
+def test_no_tool_runs_outside_an_episode():
+    from gem_core import EpisodeOverError
+
+    tool = CountingTool()
+    env = ToolEnvWrapper(product_env(), [tool], tool_success_reward=0.25)
+    with pytest.raises(EpisodeOverError):
+        env.step("<count>")  # before the first reset
+    env.reset(seed=0)
+    assert env.step("<count>")[:2] == ("counted", 0.25)
+    *_, terminated, _, _ = env.step("\\boxed{0}")
+    assert terminated and env.episode_over
+    parsed, executed = tool.parsed, tool.executed
+    for action in ("<count>", "\\boxed{0}", None):
+        with pytest.raises(EpisodeOverError, match="call reset"):
+            env.step(action)
+    assert (tool.parsed, tool.executed) == (parsed, executed)  # checked before any tool looked at it
+    clone = env.spawn(same_state=True)
+    with pytest.raises(EpisodeOverError):
+        clone.step("<count>")
+    assert tool.executed == executed
+    env.reset(seed=0)
+    assert env.step("<count>")[0] == "counted"
+    with pytest.raises(TypeError, match="^an action is a str, got int$"):
+        env.step(3)

@@ -8,7 +8,8 @@ dict) and ``_random_move()``. ``GameEnv`` turns that into the Env API:
   by the game; an action with no ``\\boxed{}`` costs ``FORMAT_PENALTY`` and is explained, and counts
   as a turn (so a model cannot stall forever);
 * each observation says how many turns remain; when they run out the episode is truncated and
-  ``_final_reward()`` may grant partial credit.
+  ``_final_reward()`` may grant partial credit;
+* a non-``str`` action, or a step outside an episode, raises as for every env (``gem_core.core``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ class GameEnv(Env[str]):
             raise ValueError("max_turns must be at least 1")
         self.max_turns = max_turns
         self.turn = 0
-        self.finished = True
 
     # ---- for subclasses ------------------------------------------------------------------------
     def _new_game(self) -> str:
@@ -53,15 +53,10 @@ class GameEnv(Env[str]):
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[str, dict[str, Any]]:
         super().reset(seed)
         self.turn = 0
-        self.finished = False
         rules = self._new_game()
         return f"{rules}\n{self._turns_left_text()}", {}
 
     def step(self, action: str) -> StepResult:
-        if self.finished:
-            raise RuntimeError("the episode is over; call reset()")
-        if not isinstance(action, str):
-            raise TypeError(f"an action is a str, got {type(action).__name__}")
         self.turn += 1
         move = extract_boxed(action)
         if move is None or len(move) > MAX_MOVE_CHARS:
@@ -78,8 +73,7 @@ class GameEnv(Env[str]):
             feedback += "\nNo turns left: the game is over."
         elif not game_over:
             feedback += f"\n{self._turns_left_text()}"
-        self.finished = game_over or truncated
-        if self.finished:
+        if game_over or truncated:
             info.setdefault("success", False)
         return feedback, float(reward), game_over, truncated, info
 

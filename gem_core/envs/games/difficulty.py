@@ -30,8 +30,6 @@ class RandomDifficulty(Env):
         return obs, {**info, "difficulty": name}
 
     def step(self, action: str) -> StepResult:
-        if self.game is None:
-            raise RuntimeError("call reset() before step()")
         return self.game.step(action)
 
     def sample_random_action(self) -> str:

@@ -19,7 +19,9 @@ sender the same way.
 
 Like an Env (both derive from ``gem_core.core.EnvBase``), a MultiAgentEnv owns its generators
 (``rng`` for the episode, ``action_rng`` for ``sample_random_action(agent)``), seeded by
-``reset(seed)``, and has ``get_state``/``set_state``/``spawn``. Subclasses implement ``_reset()``
+``reset(seed)``, and has ``get_state``/``set_state``/``spawn``; and it behaves as an Env at the edges
+of an episode: ``step`` before the first reset or once no agent is live raises ``EpisodeOverError``,
+and an action that is not a ``str`` raises ``TypeError`` (``gem_core.core``). Subclasses implement ``_reset()``
 and ``_step(actions)`` (actions already stripped of messages) and ``_random_action(agent)``.
 ``single_agent.SingleAgentView`` exposes one agent as an Env, the others played by given policies;
 ``rollout`` plays a whole episode (self-play).
@@ -91,15 +93,11 @@ class MultiAgentEnv(EnvBase):
         return self._deliver(observations), infos
 
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:
-        if not self.live_agents:
-            raise RuntimeError("the episode is over; call reset()")
         expected = {self.current_agent} if self.turn_order == "sequential" else set(self.live_agents)
         if set(actions) != expected:
             raise ValueError(f"this step takes actions from {sorted(expected)}, got {sorted(actions)}")
         stripped = {}
         for agent, action in actions.items():
-            if not isinstance(action, str):
-                raise TypeError(f"an action is a str, got {type(action).__name__}")
             stripped[agent], messages = split_messages(action)
             for recipient, text in messages:
                 if recipient in self.inbox and recipient != agent:
@@ -113,6 +111,16 @@ class MultiAgentEnv(EnvBase):
         if not self.live_agents:
             self.current_agent = None
         return self._deliver(observations), rewards, terminations, truncations, infos
+
+    def _check_action(self, actions: Any) -> None:
+        """``actions`` maps agent names to ``str`` actions (``TypeError`` otherwise)."""
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions are a mapping from agent name to str, got {type(actions).__name__}")
+        for action in actions.values():
+            super()._check_action(action)
+
+    def _ends_episode(self, result: Any) -> bool:
+        return not self.live_agents
 
     def due_agents(self) -> list[str]:
         """The agents that act in the next step."""

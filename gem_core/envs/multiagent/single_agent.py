@@ -35,20 +35,16 @@ class SingleAgentView(Env[str]):
         self.agent = agent
         self.policies = dict(policies)
         self.observations: dict[str, str] = {}
-        self.finished = True
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[str, dict[str, Any]]:
         super().reset(seed)
         # The inner env is seeded from this view's generator, so the same seed gives the same episode.
         self.observations, infos = self.env.reset(seed=self.rng.randrange(2**63), **kwargs)
-        self.finished = False
         _, (terminated, truncated), info = self._others_act()
-        self.finished = terminated or truncated  # the others ended it first (a degenerate env)
+        self._episode_over = terminated or truncated  # the others ended it first (a degenerate env)
         return self.observations[self.agent], {**infos.get(self.agent, {}), **info}
 
     def step(self, action: str) -> StepResult:
-        if self.finished:
-            raise RuntimeError("the episode is over; call reset()")
         actions = {self.agent: action}
         if self.env.turn_order == "parallel":
             actions.update(self._other_actions())
@@ -57,7 +53,6 @@ class SingleAgentView(Env[str]):
             more, (terminated, truncated), more_info = self._others_act()
             reward += more
             info.update(more_info)
-        self.finished = terminated or truncated
         return self.observations[self.agent], float(reward), terminated, truncated, info
 
     def _apply(self, actions: dict[str, str]) -> tuple[float, bool, bool, dict[str, Any]]:
