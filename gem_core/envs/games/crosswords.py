@@ -37,6 +37,7 @@ WIN_REWARD = 1.0
 BLOCK, BLANK = "#", "_"
 STEP = {"across": (0, 1), "down": (1, 0)}
 _MOVE = re.compile(r"[a-z0-9\s\-.:=,;()]*")
+_SIGNED = re.compile(r"(?:^|[\s(,;:=])[-+][0-9]")  # a signed clue number ("-1 across")
 _DIRECTIONS = {"across": "across", "a": "across", "ac": "across", "down": "down", "d": "down", "dn": "down"}
 
 
@@ -175,7 +176,7 @@ class CrosswordsEnv(GameEnv):
     def _parse(self, move: str) -> tuple[Slot, str] | str:
         text = move.lower()
         usage = f"'{move[:40]}' is not an answer like '1 across apple'."
-        if not _MOVE.fullmatch(text):
+        if not _MOVE.fullmatch(text) or _SIGNED.search(text):
             return usage
         numbers = re.findall(r"[0-9]+", text)
         words = re.findall(r"[a-z]+", text)

@@ -96,7 +96,7 @@ class FifteenPuzzleEnv(GameEnv):
         if direction in DIRECTIONS:
             if direction not in legal_moves(self.board, n):
                 return self._invalid(f"No tile can slide {direction}: the blank is at the edge of the board.")
-        elif word.isdecimal() and len(word) <= 3:
+        elif word.isascii() and word.isdecimal() and len(word) <= 3:
             tile = int(word)
             if not 1 <= tile < n * n:
                 return self._invalid(f"There is no tile {tile} (tiles are 1 to {n * n - 1}).")

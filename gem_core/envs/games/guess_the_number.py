@@ -4,7 +4,8 @@
 |-------------------------------------|--------|
 | correct guess (episode ends)        | +1.0   |
 | wrong guess, in range               |  0.0   |
-| guess out of range / not an integer | -0.1   |
+| guess out of range                  | -0.1   |
+| not an integer (``format_error``)   | -0.1   |
 | repeated guess                      | -0.1   |
 | no ``\\boxed{}`` in the reply       | -0.1   |
 
@@ -13,6 +14,7 @@ Binary search always wins within ceil(log2(max - min + 1)) turns.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
@@ -40,10 +42,11 @@ class GuessTheNumberEnv(GameEnv):
         )
 
     def _play(self, move: str) -> tuple[str, float, bool, dict[str, Any]]:
-        try:
-            guess = int(move.replace(" ", ""))
-        except ValueError:
-            return f"'{move[:40]}' is not an integer.", INVALID_MOVE_PENALTY, False, {"invalid_move": True}
+        # Plain ASCII digits, a minus sign only where the range has negative numbers: int() would also
+        # read "+25", "2 5" (spaces removed), "2_5" and "２５".
+        if not re.fullmatch(r"-?[0-9]{1,30}" if self.min_number < 0 else r"[0-9]{1,30}", move):
+            return f"'{move[:40]}' is not an integer.", INVALID_MOVE_PENALTY, False, {"format_error": True, "invalid_move": True}
+        guess = int(move)
         if not self.min_number <= guess <= self.max_number:
             return (
                 f"{guess} is outside the range {self.min_number}-{self.max_number}.",

@@ -1,8 +1,9 @@
 """Mastermind: crack a hidden code from black and white pegs.
 
 The code is ``code_length`` distinct symbols drawn from 1..``num_symbols``. A guess is ``code_length``
-symbols separated by spaces, e.g. ``\\boxed{3 1 4 2}`` (``3142`` and ``3,1,4,2`` are read the same;
-a guess may repeat a symbol). Each guess is marked with black pegs (right symbol, right place) and
+symbols separated by spaces, e.g. ``\\boxed{3 1 4 2}`` (``3142``, ``3,1,4,2``, ``3-1-4-2`` and
+``[3, 1, 4, 2]`` are read the same; a guess may repeat a symbol). Anything else is a format error: a
+sign (``-5``), a word, a digit that is not ASCII (``５``) or a stray separator. Each guess is marked with black pegs (right symbol, right place) and
 white pegs (right symbol, wrong place). A guess's peg score is ``(black + 0.5 * white) / code_length``;
 progress is the best score so far.
 
@@ -11,7 +12,8 @@ progress is the best score so far.
 | a guess that raises the best peg score                 | +0.5 × (new best − old best)    |
 | a guess that does not                                  |  0.0                            |
 | cracking the code (episode ends)                       | +1.0, plus the rise above       |
-| wrong length / symbol out of range / not numbers       | -0.1                            |
+| wrong length / symbol out of range                     | -0.1                            |
+| not a list of numbers (``format_error``)               | -0.1                            |
 | repeated guess                                         | -0.1                            |
 | no ``\\boxed{}`` in the reply                          | -0.1                            |
 | turns run out                                          |  0.0 (the peg rewards paid, 0.5 × best score, are the partial credit) |
@@ -30,7 +32,10 @@ from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
 PROGRESS_REWARD = 0.5  # paid in total, as the best peg score climbs from 0 to 1
 WIN_REWARD = 1.0
 
-_GUESS_CHARS = re.compile(r"[0-9\s,;()\[\]-]*")
+# ASCII numbers separated by blanks, or by one "," or ";" (with optional blanks) or one "-" (without),
+# optionally in brackets.
+_NUMBERS = r"\s*[0-9]+(?:(?:\s*[,;]\s*|\s+|-)[0-9]+)*\s*"
+_GUESS = re.compile(rf"\s*(?:{_NUMBERS}|\({_NUMBERS}\)|\[{_NUMBERS}\])\s*")
 
 
 def score_pegs(code: tuple[int, ...], guess: tuple[int, ...]) -> tuple[int, int]:
@@ -67,8 +72,8 @@ class MastermindEnv(GameEnv):
 
     def _parse(self, move: str) -> tuple[int, ...] | str:
         """The guess, or an explanation of why it is not one."""
-        if not _GUESS_CHARS.fullmatch(move):
-            return f"'{move[:40]}' is not a list of numbers."
+        if not _GUESS.fullmatch(move):
+            return f"'{move[:40]}' is not a list of numbers like 1 2 3 4."
         numbers = re.findall(r"[0-9]+", move)
         if len(numbers) == 1 and len(numbers[0]) == self.code_length and self.num_symbols < 10:
             numbers = list(numbers[0])
@@ -80,6 +85,9 @@ class MastermindEnv(GameEnv):
         return guess
 
     def _play(self, move: str) -> tuple[str, float, bool, dict[str, Any]]:
+        if not _GUESS.fullmatch(move):
+            why = f"'{move[:40]}' is not a guess: write {self.code_length} numbers like {self._random_move()}."
+            return why, INVALID_MOVE_PENALTY, False, {"format_error": True, "invalid_move": True}
         guess = self._parse(move)
         if isinstance(guess, str):
             return guess, INVALID_MOVE_PENALTY, False, {"invalid_move": True}

@@ -182,8 +182,8 @@ def _board_template(n: int, b: int) -> str:
 def parse_move(move: str) -> tuple[int, int, int] | None:
     """``(row, col, digit)`` from text such as ``2 3 4``, ``2,3,4``, ``r2 c3 4`` or ``R2C3=4``; None if unreadable."""
     text = move.lower()
-    numbers = re.findall(r"\d{1,3}", text)
-    leftover = _SEPARATORS.sub("", re.sub(r"\d{1,3}", " ", text))
+    numbers = re.findall(r"[0-9]{1,3}", text)  # ASCII digits only ("\d" would read "５" as 5)
+    leftover = _SEPARATORS.sub("", re.sub(r"[0-9]{1,3}", " ", text))
     if len(numbers) != 3 or leftover:
         return None
     row, col, digit = map(int, numbers)

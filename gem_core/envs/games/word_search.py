@@ -4,7 +4,8 @@
 hidden in a square grid filled up with random letters; each listed word occurs exactly once. A move
 marks one word by its first and last cells, row then column, counted from 1:
 ``\\boxed{2 1 2 5}`` marks row 2, columns 1 to 5 (marking it from its last letter back to its first
-counts too). Found words are shown in lowercase.
+counts too); ``(2,1)-(2,5)`` and ``(2, 5) -> (2, 1)`` are read the same. Anything else in a move (words,
+signs such as ``-2``, digits that are not ASCII) makes it unreadable. Found words are shown in lowercase.
 
 Difficulty: the easy grid is 8×8 and words run only left-to-right or top-to-bottom; the ``hardcore``
 grid is 10×10 and words run in any of the 8 directions, backwards and diagonally included. The word
@@ -37,6 +38,10 @@ WIN_REWARD = 1.0
 
 EASY_DIRECTIONS = ((0, 1), (1, 0))
 ALL_DIRECTIONS = tuple((dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if dr or dc)
+
+# What may stand between the 4 numbers of a move; a "+" or "-" right before a number is a sign.
+_SEPARATORS = re.compile(r"->|→|\bto\b|\band\b|[\s,;:()\[\]-]")
+_SIGNED = re.compile(r"(?:^|[\s(\[,;:])[-+][0-9]")
 
 Line = tuple[int, int, int, int]  # first row, first column, last row, last column (from 0)
 
@@ -147,7 +152,9 @@ class WordSearchEnv(GameEnv):
     def _play(self, move: str) -> tuple[str, float, bool, dict[str, Any]]:
         numbers = re.findall(r"[0-9]+", move)
         problem = None
-        if len(numbers) != 4:
+        if _SEPARATORS.sub("", re.sub(r"[0-9]+", " ", move.lower())) or _SIGNED.search(move):
+            problem = f"'{move[:40]}' is not a move: write 4 numbers, e.g. 2 1 2 5."
+        elif len(numbers) != 4:
             problem = (
                 f"A move is 4 numbers (first row, first column, last row, last column); got {len(numbers)}."
             )
