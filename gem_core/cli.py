@@ -3,9 +3,10 @@
     gem list [PATTERN]                    registered envs: category, turns, tools, data source
     gem play ENV_ID [--seed N]            play an env yourself
     gem eval --model M --env ID[,ID...]   fixed-seed evaluation with a report (see gem_adapters.evaluation)
+    gem serve ENV_ID [--port N]           serve an env over the OpenEnv protocol (see gem_core.openenv)
 
 ``list`` and ``play`` need only gem_core. ``eval`` imports ``gem_adapters`` (torch, transformers) when
-it runs. A problem with the request (unknown env, unreachable endpoint, model that does not load)
+it runs; ``serve`` imports openenv-core (``pip install 'gem-core[openenv]'``). A problem with the request (unknown env, unreachable endpoint, model that does not load)
 prints one line ``gem: error: ...`` and exits with status 2, without a traceback.
 """
 
@@ -139,6 +140,48 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# ---- gem serve ----------------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    import json
+
+    spec(args.env_id)  # an unknown id fails here, with close matches
+    try:
+        from gem_core.openenv.server import run_cli
+    except ImportError as exc:
+        raise UserError(f"gem serve needs openenv-core (pip install 'gem-core[openenv]'): {exc}") from None
+    try:
+        env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--env-kwargs is not JSON: {exc}") from None
+    if not isinstance(env_kwargs, dict):
+        raise UserError("--env-kwargs must be a JSON object")
+    for name, value in [("--max-sessions", args.max_sessions), ("--step-timeout", args.step_timeout)]:
+        if value <= 0:
+            raise UserError(f"{name} must be positive")
+    try:
+        run_cli(
+            env_id=args.env_id,
+            host=args.host,
+            port=args.port,
+            max_sessions=args.max_sessions,
+            session_timeout=args.session_timeout,
+            step_timeout=args.step_timeout,
+            max_payload_bytes=args.max_payload_bytes,
+            tools=[t.strip() for t in args.tools.split(",") if t.strip()],
+            search_url=args.search_url,
+            wrappers=args.wrapper,
+            env_kwargs=env_kwargs,
+            log_level=args.log_level,
+        )
+    except EnvNotFoundError:
+        raise
+    except OSError as exc:
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"cannot serve {args.env_id}: {exc}") from None
+    return 0
+
+
 # ---- the parser ---------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gem", description="GEM: a gym for LLM agents.")
@@ -187,6 +230,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=None, help="endpoint API key (default: $OPENAI_API_KEY)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_eval)
+
+    p = commands.add_parser(
+        "serve",
+        help="serve an env over the OpenEnv protocol",
+        description="Serve ENV_ID as an OpenEnv server: a WebSocket session per client at /ws (one env each), "
+        "health at /health. gem_core.make('openenv:http://HOST:PORT') and any OpenEnv client connect to it. "
+        "Stop it with Ctrl-C or SIGTERM.",
+    )
+    p.add_argument("env_id")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 for all)"
+    )
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument(
+        "--max-sessions", type=int, default=64, help="concurrent sessions, one env each (default 64)"
+    )
+    p.add_argument(
+        "--session-timeout",
+        type=float,
+        default=600.0,
+        help="idle sessions expire after this many seconds (0: never)",
+    )
+    p.add_argument(
+        "--step-timeout", type=float, default=60.0, help="deadline of one reset or step in seconds"
+    )
+    p.add_argument(
+        "--max-payload-bytes", type=int, default=1 << 20, help="largest request or message (default 1 MiB)"
+    )
+    p.add_argument("--tools", default="", help="tools to give each env: python,search")
+    p.add_argument("--search-url", default=None, help="a gem search server for --tools search")
+    p.add_argument(
+        "--wrapper",
+        action="append",
+        default=[],
+        metavar="NAME[:K=V,...]",
+        help="wrap each env, in order (repeatable), e.g. TimeLimit:max_turns=5 or LastKTurns:k=2",
+    )
+    p.add_argument("--env-kwargs", default=None, help="JSON object of constructor arguments for the env")
+    p.add_argument(
+        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    p.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -77,8 +77,18 @@ def unregister(id: str) -> EnvSpec:
     return _REGISTRY.pop(spec(id).id)
 
 
+OPENENV_PREFIX = "openenv:"
+
+
 def spec(id: str) -> EnvSpec:
-    """The spec of a registered id, or an ``EnvNotFoundError`` naming close matches."""
+    """The spec of a registered id, or an ``EnvNotFoundError`` naming close matches.
+
+    ``"openenv:http://host:port"`` is not registered: it names a session on that OpenEnv server
+    (``gem_core.openenv.client.OpenEnvClientEnv``), so ``make`` and ``make_vec`` take it like an id.
+    """
+    if id.startswith(OPENENV_PREFIX):
+        url = id[len(OPENENV_PREFIX) :]
+        return EnvSpec(id, "gem_core.openenv.client:OpenEnvClientEnv", {"url": url}, f"OpenEnv server at {url}")
     _load_builtin_envs()
     try:
         return _REGISTRY[id]

@@ -1,0 +1,460 @@
+"""``gem serve`` end to end: real servers in subprocesses on free localhost ports, openenv-core's own
+client and our ``Env`` client, concurrent and killed sessions, faulty envs, bad requests, shutdown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+pytest.importorskip("openenv")
+psutil = pytest.importorskip("psutil")
+
+from openenv.core.generic_client import GenericEnvClient  # noqa: E402
+from websockets.exceptions import ConnectionClosed  # noqa: E402
+from websockets.sync.client import connect  # noqa: E402
+
+import gem_core  # noqa: E402
+from gem_core.openenv import OpenEnvClientEnv  # noqa: E402
+from gem_core.openenv.client import OpenEnvError  # noqa: E402
+from gem_core.openenv.codec import to_jsonable  # noqa: E402
+from tests.openenv import support  # noqa: E402
+
+GUESS = "game:GuessTheNumber-v0-easy"
+ACTIONS = ["\\boxed{5}", "\\boxed{3}", "\\boxed{8}", "no box here", "\\boxed{2}", "\\boxed{9}"]
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def play_local(env_id: str, seed: int, actions=ACTIONS) -> list:
+    """An episode in process, infos made JSON-safe as they travel: [(obs, info), (obs, r, term, trunc, info)...]."""
+    env = gem_core.make(env_id)
+    obs, info = env.reset(seed=seed)
+    record: list = [(obs, to_jsonable(info))]
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        record.append((obs, reward, terminated, truncated, to_jsonable(info)))
+        if terminated or truncated:
+            break
+    env.close()
+    return record
+
+
+def play_remote(env, seed: int, actions=ACTIONS) -> list:
+    obs, info = env.reset(seed=seed)
+    record: list = [(obs, info)]
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        record.append((obs, reward, terminated, truncated, info))
+        if terminated or truncated:
+            break
+    return record
+
+
+def http(url: str, method: str = "GET", body: bytes | None = None, content_type: str = "application/json"):
+    """(status, parsed JSON body) of one request."""
+    request = urllib.request.Request(url, data=body, method=method, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def ws_request(ws, message) -> dict:
+    """Send one message, return the reply (or the error a server sent before closing the connection)."""
+    try:
+        ws.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
+    except ConnectionClosed:
+        pass
+    return json.loads(ws.recv(timeout=30))
+
+
+def descendants(pid: int) -> list:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.fixture(scope="module")
+def guess_server():
+    with support.running(["serve", GUESS, "--port", "0", "--max-sessions", "34"]) as server:
+        yield server
+
+
+# ---- the protocol through openenv-core's own client ---------------------------------------------
+def test_health_metadata_and_schema(guess_server):
+    assert http(guess_server.url + "/health") == (200, {"status": "healthy"})
+    status, metadata = http(guess_server.url + "/metadata")
+    assert status == 200 and metadata["name"] == GUESS and "gem_core" in metadata["version"]
+    status, schema = http(guess_server.url + "/schema")
+    assert status == 200
+    assert schema["action"]["required"] == ["action"]
+    assert {"text", "terminated", "truncated", "info", "seed"} <= set(schema["observation"]["properties"])
+
+
+def test_openenv_client_plays_full_episodes_like_in_process(guess_server):
+    for seed in (0, 1, 2):
+        expected = play_local(GUESS, seed)
+        with GenericEnvClient(base_url=guess_server.url).sync() as client:
+            result = client.reset(seed=seed)
+            assert result.observation["text"] == expected[0][0]
+            assert result.observation["seed"] == seed and result.done is False
+            for action, step in zip(ACTIONS, expected[1:]):
+                result = client.step({"action": action})
+                obs = result.observation
+                assert (obs["text"], result.reward, obs["terminated"], obs["truncated"], obs["info"]) == step
+                assert result.done == (step[2] or step[3])
+            assert result.done
+            state = client.state()
+            assert state["step_count"] == len(expected) - 1 and state["seed"] == seed and state["done"]
+
+
+def test_http_reset_is_seeded_and_stateless_step_is_a_json_error(guess_server):
+    status, body = http(guess_server.url + "/reset", "POST", json.dumps({"seed": 4}).encode())
+    assert status == 200 and body["observation"]["text"] == play_local(GUESS, 4)[0][0]
+    status, body = http(guess_server.url + "/step", "POST", json.dumps({"action": {"action": "\\boxed{1}"}}).encode())
+    assert status == 409 and "/ws" in body["detail"]
+
+
+# ---- our Env client -----------------------------------------------------------------------------
+def test_make_openenv_id_plays_the_same_episodes_as_in_process(guess_server):
+    env = gem_core.make(f"openenv:{guess_server.url}")
+    assert isinstance(env, OpenEnvClientEnv) and env.spec.id == f"openenv:{guess_server.url}"
+    try:
+        for seed in (0, 1, 2, 3, 12345678901):
+            assert play_remote(env, seed) == play_local(GUESS, seed)
+            assert env.seed == seed
+        # A seedless reset continues the server-side generator, like a local env; the seed comes back.
+        env.reset()
+        assert isinstance(env.seed, int)
+    finally:
+        env.close()
+    env.close()  # twice is fine
+
+
+def test_32_sessions_through_make_vec(guess_server):
+    vec = gem_core.make_vec(f"openenv:{guess_server.url}", 32, backend="threads", autoreset_mode="disabled")
+    try:
+        observations, infos = vec.reset(seed=100)
+        assert vec.get_attr("seed") == list(range(100, 132))
+        records = [[(obs, info)] for obs, info in zip(observations, infos)]
+        turn = 0
+        while not vec.done.all():
+            live = [i for i in range(32) if not vec.done[i]]
+            obs, rewards, terminated, truncated, infos = vec.step({i: ACTIONS[turn] for i in live})
+            for i in live:
+                info = {k: v for k, v in infos[i].items() if k != "stepped"}
+                records[i].append((obs[i], float(rewards[i]), bool(terminated[i]), bool(truncated[i]), info))
+            turn += 1
+        for i in range(32):
+            assert records[i] == play_local(GUESS, 100 + i), i
+    finally:
+        vec.close()
+
+
+def test_a_session_killed_mid_episode_does_not_disturb_others(guess_server):
+    victim_code = (
+        "import sys, time\n"
+        "from openenv.core.generic_client import GenericEnvClient\n"
+        f"c = GenericEnvClient(base_url={guess_server.url!r}).sync(); c.connect()\n"
+        "c.reset(seed=9); c.step({'action': '\\\\boxed{5}'})\n"
+        "print('mid-episode', flush=True); time.sleep(600)\n"
+    )
+    a, b = OpenEnvClientEnv(guess_server.url), OpenEnvClientEnv(guess_server.url)
+    victim = subprocess.Popen([sys.executable, "-c", victim_code], stdout=subprocess.PIPE, text=True)
+    try:
+        a_record, b_record = [a.reset(seed=21)], [b.reset(seed=22)]
+        a_record.append(a.step(ACTIONS[0]))
+        assert victim.stdout.readline().strip() == "mid-episode"
+        victim.kill()  # no close message, no clean disconnect
+        victim.wait()
+        for env, record in ((a, a_record), (b, b_record)):
+            for action in ACTIONS[len(record) - 1 :]:
+                record.append(env.step(action))
+                if record[-1][2] or record[-1][3]:
+                    break
+        assert a_record == play_local(GUESS, 21)
+        assert b_record == play_local(GUESS, 22)
+    finally:
+        victim.kill()
+        a.close()
+        b.close()
+    # Its slot is free again: all 34 sessions can be opened, a 35th is refused.
+    deadline = time.monotonic() + 20
+    while True:
+        sockets = [connect(guess_server.ws_url) for _ in range(35)]
+        try:
+            replies = [ws_request(ws, {"type": "reset", "data": {"seed": 0}}) for ws in sockets]
+        finally:
+            for ws in sockets:
+                ws.close()
+        refused = [r for r in replies if r["type"] == "error"]
+        if len(refused) == 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(refused) == 1 and refused[0]["data"]["code"] == "CAPACITY_REACHED"
+    assert sum(r["type"] == "observation" for r in replies) == 34
+
+
+# ---- bad requests -------------------------------------------------------------------------------
+def test_malformed_and_oversized_websocket_messages_get_errors_and_the_session_lives_on(guess_server):
+    with connect(guess_server.ws_url, max_size=None) as ws:
+
+        def error_code(message) -> str:
+            reply = ws_request(ws, message)
+            assert reply["type"] == "error", reply
+            return reply["data"]["code"]
+
+        assert error_code("{not json") == "INVALID_JSON"
+        assert error_code({"type": "dance"}) == "UNKNOWN_TYPE"
+        assert error_code({"type": "step", "data": {"action": "\\boxed{5}"}}) == "EXECUTION_ERROR"  # no reset yet
+        assert error_code({"type": "reset", "data": {"seed": "abc"}}) == "EXECUTION_ERROR"
+        assert error_code({"type": "step", "data": {"nope": 1}}) == "VALIDATION_ERROR"
+        assert error_code({"type": "step", "data": {"action": 5}}) == "VALIDATION_ERROR"
+        big = json.dumps({"type": "step", "data": {"action": "x" * (1 << 21)}})
+        assert error_code(big) == "PAYLOAD_TOO_LARGE"
+        ws.send(b"\x00binary")
+        assert json.loads(ws.recv(timeout=30))["data"]["code"] == "PAYLOAD_TOO_LARGE"
+        # The same session still plays.
+        reply = ws_request(ws, {"type": "reset", "data": {"seed": 5}})
+        assert reply["type"] == "observation" and reply["data"]["observation"]["text"] == play_local(GUESS, 5)[0][0]
+        reply = ws_request(ws, {"type": "step", "data": {"action": ACTIONS[0]}})
+        assert reply["type"] == "observation" and reply["data"]["reward"] == play_local(GUESS, 5)[1][1]
+
+
+def test_bad_http_requests_get_json_errors_and_the_server_keeps_serving(guess_server):
+    url = guess_server.url
+    status, body = http(url + "/step", "POST", b"{broken")
+    assert status == 422 and "detail" in body
+    status, body = http(url + "/reset", "POST", json.dumps({"seed": -1}).encode())
+    assert status == 422
+    status, body = http(url + "/reset", "POST", b"x" * (2 << 20))
+    assert status == 413 and body["code"] == "PAYLOAD_TOO_LARGE"
+    call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"session_id": "no-such-session", "name": "x"}, "id": 1}
+    status, body = http(url + "/mcp", "POST", json.dumps(call).encode())
+    assert status == 200 and "Unknown session_id" in body["error"]["message"]
+    status, body = http(url + "/nowhere")
+    assert status == 404
+    assert http(url + "/health") == (200, {"status": "healthy"})
+    env = OpenEnvClientEnv(url)
+    try:
+        assert play_remote(env, 6) == play_local(GUESS, 6)
+    finally:
+        env.close()
+
+
+def test_server_errors_reach_our_client_as_openenv_errors(guess_server):
+    env = OpenEnvClientEnv(guess_server.url)
+    try:
+        with pytest.raises(RuntimeError, match="reset"):  # refused by gem_core's episode guard or the server
+            env.step("\\boxed{1}")
+        env.reset(seed=1)
+        with pytest.raises(OpenEnvError, match="limit"):
+            env.step("x" * (2 << 20))
+        assert env.step(ACTIONS[0]) == play_local(GUESS, 1)[1]  # same session, still in its episode
+    finally:
+        env.close()
+
+
+# ---- faulty envs, deadlines, shutdown -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def moody_server():
+    server = support.start(
+        ["serve", support.MOODY, "--port", "0", "--step-timeout", "4", "--tools", "python"], register=True
+    )
+    yield server
+    support.stop(server)
+
+
+def test_an_env_that_raises_affects_only_its_session(moody_server):
+    broken, other = OpenEnvClientEnv(moody_server.url), OpenEnvClientEnv(moody_server.url)
+    try:
+        broken.reset(seed=1)
+        other.reset(seed=2)
+        with pytest.raises(OpenEnvError, match="ValueError.*broke on purpose"):
+            broken.step("raise")
+        assert other.step("1")[4]["t"] == 1
+        with pytest.raises(OpenEnvError, match="send a reset"):
+            broken.step("1")
+        # The next reset starts a fresh env in the same session.
+        assert broken.reset(seed=1)[0].startswith(support.MoodyEnv().reset(seed=1)[0])
+        assert broken.step("1")[4]["t"] == 1
+    finally:
+        broken.close()
+        other.close()
+
+
+def test_an_env_that_hangs_hits_the_deadline_and_others_keep_playing(moody_server):
+    hung, other = OpenEnvClientEnv(moody_server.url), OpenEnvClientEnv(moody_server.url)
+    errors: list = []
+    try:
+        hung.reset(seed=3)
+        other.reset(seed=4)
+
+        def hang() -> None:
+            started = time.monotonic()
+            try:
+                hung.step("hang")
+            except OpenEnvError as exc:
+                errors.append((str(exc), time.monotonic() - started))
+
+        thread = threading.Thread(target=hang)
+        thread.start()
+        time.sleep(0.2)
+        step_times = []
+        for _ in range(4):  # while the other session's step hangs
+            started = time.monotonic()
+            other.step("slow")
+            step_times.append(time.monotonic() - started)
+        thread.join(30)
+        assert errors and "deadline" in errors[0][0] and 3.9 < errors[0][1] < 20
+        assert max(step_times) < 1.0, step_times  # the hang did not hold up the other session
+        # The hung session goes on with a fresh env after a reset.
+        assert hung.reset(seed=3)[0].startswith(support.MoodyEnv().reset(seed=3)[0])
+        assert hung.step("1")[4]["t"] == 1
+    finally:
+        hung.close()
+        other.close()
+
+
+def test_tools_are_served(moody_server):
+    env = OpenEnvClientEnv(moody_server.url)
+    try:
+        env.reset(seed=0)
+        obs, reward, terminated, truncated, info = env.step("<python>print(6 * 7)</python>")
+        assert "42" in obs and not terminated
+    finally:
+        env.close()
+
+
+def test_shutdown_closes_sessions_and_leaves_no_process_behind(moody_server):
+    # A live session, a step hung in an env, and the Python tool's sandbox workers running.
+    env, hung = OpenEnvClientEnv(moody_server.url), OpenEnvClientEnv(moody_server.url)
+    env.reset(seed=0)
+    env.step("<python>print(1)</python>")
+    hung.reset(seed=0)
+    threading.Thread(target=lambda: pytest.raises(OpenEnvError, hung.step, "hang"), daemon=True).start()
+    time.sleep(0.3)
+    children = descendants(moody_server.proc.pid)
+    assert children, "the sandbox workers should be running"
+    started = time.monotonic()
+    assert support.stop(moody_server) == 0
+    assert time.monotonic() - started < 15
+    gone, alive = psutil.wait_procs(children, timeout=10)
+    assert not alive, alive
+    with pytest.raises(OpenEnvError):  # the session ended with the server
+        env.step("1")
+    env.close()
+    hung.close()
+
+
+def test_idle_sessions_expire():
+    with support.running(["serve", GUESS, "--port", "0", "--session-timeout", "1"]) as server:
+        env = OpenEnvClientEnv(server.url)
+        try:
+            env.reset(seed=0)
+            time.sleep(7)  # openenv-core's reaper looks every 5 s at the earliest
+            with pytest.raises(OpenEnvError, match="session has ended.*expire"):
+                env.step(ACTIONS[0])
+            # A new session (the next reset reconnects only after a broken connection, so open one).
+            fresh = OpenEnvClientEnv(server.url)
+            assert play_remote(fresh, 0) == play_local(GUESS, 0)
+            fresh.close()
+        finally:
+            env.close()
+
+
+# ---- wrappers and options -----------------------------------------------------------------------
+def test_wrappers_and_env_kwargs_are_applied_per_session():
+    argv = ["serve", "game:GuessTheNumber-v0", "--port", "0", "--wrapper", "TimeLimit:max_turns=2"]
+    argv += ["--wrapper", "ConcatObservations", "--env-kwargs", '{"max_turns": 9}']
+    with support.running(argv) as server:
+        from gem_core.wrappers import ConcatObservations, TimeLimit
+
+        local = ConcatObservations(TimeLimit(gem_core.make("game:GuessTheNumber-v0", max_turns=9), max_turns=2))
+        env = OpenEnvClientEnv(server.url)
+        try:
+            for seed in (0, 1):
+                expected = [local.reset(seed=seed)]
+                for action in ACTIONS[:2]:
+                    obs, r, term, trunc, info = local.step(action)
+                    expected.append((obs, r, term, trunc, to_jsonable(info)))
+                assert play_remote(env, seed) == expected
+                assert expected[-1][3] or expected[-1][2]  # the time limit ended it
+        finally:
+            env.close()
+
+
+# ---- a third-party OpenEnv server ---------------------------------------------------------------
+def test_our_client_wraps_a_third_party_openenv_server():
+    with support.running([], command=[sys.executable, "-c", support.THIRD_PARTY_SERVER]) as server:
+        env = gem_core.make(f"openenv:{server.url}")
+        try:
+            obs, info = env.reset(seed=4)
+            assert obs == "ready (seed 4)" and info["openenv_observation"]["length"] == 0
+            assert env.step("hi")[:4] == ("HI", 2.0, False, False)
+            assert env.step("abc")[1] == 3.0
+            obs, reward, terminated, truncated, info = env.step("done")
+            assert (obs, reward, terminated, truncated) == ("DONE", 4.0, True, False)
+            assert info["openenv_observation"] == {"shouted": "DONE", "length": 4}
+        finally:
+            env.close()
+        vec = gem_core.make_vec(f"openenv:{server.url}", 3, backend="threads")
+        try:
+            observations, _ = vec.reset(seed=0)
+            assert observations == ["ready (seed 0)", "ready (seed 1)", "ready (seed 2)"]
+            assert list(vec.step(["a", "bb", "ccc"])[1]) == [1.0, 2.0, 3.0]
+        finally:
+            vec.close()
+
+
+# ---- the CLI ------------------------------------------------------------------------------------
+def gem(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "gem_core.cli", *args], capture_output=True, text=True, timeout=120, cwd=support.REPO
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["serve", "game:NoSuchGame-v0"], "No env registered"),
+        (["serve", GUESS, "--wrapper", "Bogus"], "unknown wrapper 'Bogus'"),
+        (["serve", GUESS, "--tools", "hammer"], "unknown tool 'hammer'"),
+        (["serve", GUESS, "--env-kwargs", "[1]"], "must be a JSON object"),
+        (["serve", GUESS, "--env-kwargs", '{"no_such_arg": 1}'], "cannot serve"),
+        (["serve", GUESS, "--max-sessions", "0"], "must be positive"),
+    ],
+)
+def test_serve_errors_are_one_line_with_status_2(args, message):
+    proc = gem(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("gem: error:") and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_serve_on_a_busy_port_is_a_one_line_error():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        proc = gem("serve", GUESS, "--port", str(sock.getsockname()[1]))
+    assert proc.returncode == 2 and "cannot listen" in proc.stderr, proc.stderr
+
+
+def test_gem_core_stays_light():
+    code = (
+        "import sys, gem_core, gem_core.openenv\n"
+        "env = gem_core.make('openenv:http://127.0.0.1:9')\n"
+        "print(type(env).__name__, any(m == 'openenv' or m.startswith('openenv.') for m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=support.REPO)
+    assert proc.stdout.split() == ["OpenEnvClientEnv", "False"], proc.stderr
