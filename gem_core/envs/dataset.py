@@ -31,6 +31,7 @@ from gem_core.core import Env, StepResult
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 HUB_PROBE_TIMEOUT = 3.0  # seconds to wait for a TCP connection to the Hub before calling it offline
+MAX_SKIPPED_EXAMPLES = 8  # unavailable examples in a row before reset gives up
 
 
 class DatasetEnv(Env[str]):
@@ -39,6 +40,11 @@ class DatasetEnv(Env[str]):
     Subclasses call ``super().__init__(examples)`` and implement ``_prompt``, ``_grade`` and
     ``_random_answer``. The reward is whatever ``_grade`` returns (1.0 means solved); ``info`` always
     has ``success`` on the final step, and ``format_error`` when the answer could not be found.
+
+    An example that cannot be had (``_example`` raises ``ExampleUnavailableError``, e.g. its generator
+    ran past its deadline) is skipped for the next one, ``index + 1`` (wrapping around), so the same
+    seed still gives the same example; the skipped indices are in ``info["skipped_items"]`` and
+    ``info["index"]`` is the example posed.
     """
 
     _static_attributes = ("examples",)
@@ -71,9 +77,25 @@ class DatasetEnv(Env[str]):
             index = self.rng.randrange(len(self.examples))
         elif not 0 <= index < len(self.examples):
             raise IndexError(f"index {index} is outside 0..{len(self.examples) - 1}")
-        self.index = int(index)
-        self.example = self.examples[self.index]
-        return self._prompt(self.example), {"index": self.index}
+        index, skipped = int(index), []
+        while True:
+            try:
+                example = self._example(index)
+                break
+            except ExampleUnavailableError as exc:
+                skipped.append(index)
+                if len(skipped) >= MAX_SKIPPED_EXAMPLES:
+                    raise RuntimeError(f"{len(skipped)} examples in a row are unavailable: {exc}") from exc
+                index = (index + 1) % len(self.examples)
+        self.index, self.example = index, example
+        info: dict[str, Any] = {"index": self.index}
+        if skipped:
+            info["skipped_items"] = skipped
+        return self._prompt(self.example), info
+
+    def _example(self, index: int) -> Mapping[str, Any]:
+        """Example ``index``; raises ``ExampleUnavailableError`` when it cannot be had (it is skipped)."""
+        return self.examples[index]
 
     def step(self, action: str) -> StepResult:
         reward, feedback, info = self._grade(action)
@@ -87,6 +109,10 @@ class DatasetEnv(Env[str]):
     def num_examples(self) -> int:
         """How many examples ``reset(index=...)`` can pose."""
         return len(self.examples)
+
+
+class ExampleUnavailableError(Exception):
+    """One example cannot be had (e.g. generating it ran past its deadline): ``reset`` skips it."""
 
 
 # ---- loading examples -----------------------------------------------------------------------------

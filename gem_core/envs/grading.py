@@ -4,8 +4,11 @@ Answer checkers such as math-verify (sympy) and the reasoning-gym scorers can ru
 memory on a crafted answer like ``9^{9^{9^{9}}}``, and math-verify's own timeout uses ``signal.alarm``,
 which works only in the main thread, while ``AsyncVectorEnv`` steps envs in worker threads. So a
 grading function runs in one of a few persistent worker processes: ``call`` sends it the function's
-name and arguments, and if no answer comes back by the deadline the worker is killed (replaced on next
-use) and the caller gets ``GradingTimeout``. The caller's thread is never blocked longer than that.
+name and arguments, and if no answer comes back by the deadline the worker is killed (and replaced, in
+the background) and the caller gets ``GradingTimeout``. The deadline counts from the call, so the
+wait for a free worker is part of it: when every worker is stuck on a crafted answer, the other
+callers get ``GradingTimeout`` at their deadline instead of queueing behind them. The caller's thread
+is never blocked longer than that (except the first time a worker meets a ``warmup``, below).
 
 Workers are plain ``python -c`` subprocesses (not ``multiprocessing``), so the user's main script is
 never re-imported in them. A worker's stdout carries the replies; whatever the graded code prints goes
@@ -13,7 +16,11 @@ to /dev/null. Each worker caps its address space (``GEM_GRADER_MEMORY_MB``, defa
 runaway computation fails with ``MemoryError`` instead of swapping the machine.
 
 A ``warmup`` call (e.g. importing math-verify, or building a reasoning-gym dataset) runs once per worker
-with a generous timeout before the first timed call, so slow imports never count against the deadline.
+with a generous timeout before the first timed call, so slow imports never count against the deadline;
+replacements of killed workers are warmed up before they take calls.
+
+A second pool, ``pool="generation"``, runs trusted generators (reasoning-gym puzzles) under a deadline
+the same way; its replies are pickles (see ``call``).
 """
 
 from __future__ import annotations
@@ -49,45 +56,62 @@ def call(
     *args: Any,
     timeout: float,
     warmup: tuple[str, tuple[Any, ...]] | None = None,
+    pool: str = "grading",
 ) -> Any:
     """Run ``target`` (``"module:function"``) on ``args`` in a worker process; return its result.
 
-    The result must be JSON-serialisable (a bool, number or string). Raises ``GradingTimeout`` after
-    ``timeout`` seconds and ``GradingError`` if the function raises. ``warmup`` names a function and its
-    arguments to run once per worker first, outside the deadline.
+    Raises ``GradingTimeout`` when no result is back ``timeout`` seconds after this call (the wait for
+    a free worker counts), and ``GradingError`` if the function raises or its worker dies. ``warmup``
+    names a function and its arguments to run once per worker first, outside the deadline.
+
+    ``pool="grading"`` (untrusted answers) returns JSON-serialisable results only (a bool, number or
+    string): a worker that graded a crafted answer may be under its control, and JSON cannot run code
+    in this process. ``pool="generation"`` is a separate pool that only ever runs trusted code on
+    trusted inputs (e.g. generating a puzzle), so its results may be any picklable object.
     """
-    return _pool().call(target, args, timeout, warmup)
+    if pool not in POOLS:
+        raise ValueError(f"pool is one of {sorted(POOLS)}, got {pool!r}")
+    return _pool(pool).call(target, args, timeout, warmup)
 
 
 # ---- the parent side ------------------------------------------------------------------------------
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, replies: str) -> None:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             env.setdefault(var, "1")
+        if replies == "pickle":  # generators: the same items in every worker (some iterate over sets)
+            env.setdefault("PYTHONHASHSEED", "0")
+        self.replies = replies
         self.process = subprocess.Popen(
-            [sys.executable, "-c", "from gem_core.envs.grading import serve; serve()"],
+            [sys.executable, "-c", f"from gem_core.envs.grading import serve; serve({replies!r})"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
             start_new_session=True,  # a Ctrl-C in the terminal reaches the parent only
         )
-        self.warmed: set[str] = set()
+        self.warmups: dict[str, tuple[str, tuple[Any, ...]]] = {}  # the warmups it has run, by key
 
-    def request(self, target: str, args: tuple[Any, ...], timeout: float) -> Any:
+    def warm(self, warmup: tuple[str, tuple[Any, ...]] | None) -> None:
+        """Run ``warmup`` unless this worker already has (under ``STARTUP_TIMEOUT``)."""
+        if warmup is not None and repr(warmup) not in self.warmups:
+            self.request(warmup[0], tuple(warmup[1]), time.monotonic() + STARTUP_TIMEOUT, STARTUP_TIMEOUT)
+            self.warmups[repr(warmup)] = warmup
+
+    def request(self, target: str, args: tuple[Any, ...], deadline: float, timeout: float) -> Any:
         payload = pickle.dumps((target, args))
         try:
             self.process.stdin.write(_HEADER.pack(len(payload)) + payload)
             self.process.stdin.flush()
-            deadline = time.monotonic() + timeout
             size = _HEADER.unpack(self._read(_HEADER.size, deadline))[0]
-            reply = json.loads(self._read(size, deadline))
+            data = self._read(size, deadline)
+            reply = pickle.loads(data) if self.replies == "pickle" else json.loads(data)
         except TimeoutError:
             self.kill()
             raise GradingTimeout(f"grading took longer than {timeout:g}s") from None
-        except (OSError, EOFError, ValueError) as exc:
+        except (OSError, EOFError, ValueError, pickle.UnpicklingError) as exc:
             self.kill()
             raise GradingError(f"the grading worker died ({type(exc).__name__}: {exc})") from None
         if "error" in reply:
@@ -120,66 +144,126 @@ class _Worker:
 
 
 class _Pool:
-    """Up to ``max_workers`` workers; a caller checks one out for the length of its call."""
+    """Up to ``max_workers`` workers; a caller checks one out for the length of its call.
 
-    def __init__(self, max_workers: int) -> None:
+    A caller waits for a free worker only until its own deadline (then ``GradingTimeout``), so a few
+    stuck calls cannot hold up the others for longer than the deadline. A worker that missed a
+    deadline is killed, and a replacement is started and warmed up in the background at once, so
+    the next callers find a ready worker rather than paying for its start.
+    """
+
+    def __init__(self, max_workers: int, replies: str = "json") -> None:
         self.pid = os.getpid()
-        self.slots = threading.BoundedSemaphore(max_workers)
-        self.lock = threading.Lock()
+        self.max_workers, self.replies = max_workers, replies
+        self.cond = threading.Condition()
         self.idle: list[_Worker] = []
+        self.count = 0  # workers alive or starting, idle or checked out
 
     def call(self, target: str, args: tuple[Any, ...], timeout: float, warmup: Any) -> Any:
-        with self.slots:
-            with self.lock:
-                worker = self.idle.pop() if self.idle else None
-            if worker is None or not worker.alive():
-                try:
-                    worker = _Worker()
-                except OSError as exc:  # e.g. out of processes or memory
-                    raise GradingError(f"could not start a grading worker: {exc}") from exc
-            try:
-                if warmup is not None:
+        deadline = time.monotonic() + timeout
+        worker = self._checkout(deadline, warmup, timeout)
+        try:
+            if warmup is not None and repr(warmup) not in worker.warmups:
+                worker.warm(warmup)  # a one-time cost per worker, outside the deadline
+                deadline = max(deadline, time.monotonic() + timeout)
+            return worker.request(target, args, deadline, timeout)
+        except GradingTimeout:
+            self._replace(worker)
+            worker = None
+            raise
+        finally:
+            if worker is not None:
+                self._checkin(worker)
+
+    def _checkout(self, deadline: float, warmup: Any, timeout: float) -> _Worker:
+        with self.cond:
+            while True:
+                if self.idle:
                     key = repr(warmup)
-                    if key not in worker.warmed:
-                        worker.request(warmup[0], tuple(warmup[1]), STARTUP_TIMEOUT)
-                        worker.warmed.add(key)
-                result = worker.request(target, args, timeout)
-            finally:
-                if worker.alive():
-                    with self.lock:
-                        self.idle.append(worker)
-            return result
+                    ready = [i for i, w in enumerate(self.idle) if key in w.warmups or warmup is None]
+                    return self.idle.pop(ready[-1] if ready else -1)
+                if self.count < self.max_workers:
+                    self.count += 1
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise GradingTimeout(
+                        f"no grading worker was free within {timeout:g}s (all {self.max_workers} busy)"
+                    )
+                self.cond.wait(remaining)
+        try:
+            return _Worker(self.replies)
+        except OSError as exc:  # e.g. out of processes or memory
+            self._release()
+            raise GradingError(f"could not start a grading worker: {exc}") from exc
+
+    def _checkin(self, worker: _Worker) -> None:
+        if not worker.alive():
+            worker.kill()  # reap it
+            self._release()
+            return
+        with self.cond:
+            self.idle.append(worker)
+            self.cond.notify()
+
+    def _release(self) -> None:
+        with self.cond:
+            self.count -= 1
+            self.cond.notify()
+
+    def _replace(self, dead: _Worker) -> None:
+        """Start a worker in place of ``dead`` (killed) and warm it up as ``dead`` was, in the background."""
+
+        def start() -> None:
+            try:
+                worker = _Worker(self.replies)
+                for warmup in list(dead.warmups.values()):
+                    worker.warm(warmup)
+            except (OSError, GradingError):
+                self._release()
+                return
+            self._checkin(worker)
+
+        threading.Thread(target=start, name="gem-grading-replacement", daemon=True).start()
 
     def close(self) -> None:
-        with self.lock:
+        with self.cond:
             workers, self.idle = self.idle, []
+            self.count -= len(workers)
         for worker in workers:
             worker.kill()
 
 
-_POOL: _Pool | None = None
+# name -> (reply format, default size)
+POOLS = {"grading": "json", "generation": "pickle"}
+_POOLS: dict[str, _Pool] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def _pool() -> _Pool:
-    global _POOL
+def _pool(name: str = "grading") -> _Pool:
     with _POOL_LOCK:
-        if _POOL is None or _POOL.pid != os.getpid():  # a forked child must not share its parent's pipes
-            size = int(os.environ.get("GEM_GRADER_WORKERS", 0)) or min(8, os.cpu_count() or 1)
-            _POOL = _Pool(size)
-        return _POOL
+        pool = _POOLS.get(name)
+        if pool is None or pool.pid != os.getpid():  # a forked child must not share its parent's pipes
+            if name == "grading":
+                size = int(os.environ.get("GEM_GRADER_WORKERS", 0)) or min(8, os.cpu_count() or 1)
+            else:
+                size = int(os.environ.get("GEM_GENERATOR_WORKERS", 0)) or min(4, os.cpu_count() or 1)
+            pool = _POOLS[name] = _Pool(size, POOLS[name])
+        return pool
 
 
 @atexit.register
 def shutdown() -> None:
     """Kill the idle workers (they also exit by themselves when this process ends)."""
-    if _POOL is not None and _POOL.pid == os.getpid():
-        _POOL.close()
+    for pool in list(_POOLS.values()):
+        if pool.pid == os.getpid():
+            pool.close()
 
 
 # ---- the worker side ------------------------------------------------------------------------------
-def serve() -> None:
-    """A worker's main loop: read ``(target, args)`` requests from stdin, write JSON replies to stdout."""
+def serve(reply_format: str = "json") -> None:
+    """A worker's main loop: read ``(target, args)`` requests from stdin, write replies (JSON, or
+    pickles in the generation pool) to stdout."""
     import resource
 
     limit = int(os.environ.get("GEM_GRADER_MEMORY_MB", "4096")) * 2**20
@@ -196,8 +280,9 @@ def serve() -> None:
         try:
             module, _, name = target.partition(":")
             reply = {"ok": getattr(importlib.import_module(module), name)(*args)}
-            data = json.dumps(reply).encode()
+            data = pickle.dumps(reply) if reply_format == "pickle" else json.dumps(reply).encode()
         except BaseException as exc:  # the worker must survive anything the graded code does
-            data = json.dumps({"error": f"{type(exc).__name__}: {str(exc)[:500]}"}).encode()
+            error = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            data = pickle.dumps(error) if reply_format == "pickle" else json.dumps(error).encode()
         replies.write(_HEADER.pack(len(data)) + data)
         replies.flush()

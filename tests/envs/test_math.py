@@ -223,3 +223,32 @@ def test_hub_id_loads_a_local_file_through_datasets(tmp_path):
     assert "What is 3 + 3?" in env.reset(index=2)[0]
     assert env.step("\\boxed{6}")[1] == 1.0
     gem_core.check_env(env)
+
+
+def test_the_deadline_bounds_every_step_under_load(monkeypatch):
+    """16 threads answer with a bomb while 2 grading workers exist: every step returns within about
+    the deadline (queueing for a worker included), not after 8 rounds of it; then grading works."""
+    deadline = 3.0
+    pool = grading._Pool(2)
+    monkeypatch.setitem(grading._POOLS, "grading", pool)
+    envs = [gem_core.make("math:Arithmetic-v0", grade_timeout=deadline) for _ in range(16)]
+
+    def step(env, text):
+        env.reset(seed=0)
+        start = time.monotonic()
+        _, reward, _, _, info = env.step(f"\\boxed{{{text}}}")
+        return reward, info, time.monotonic() - start
+
+    envs[0].reset(seed=0)
+    gold = envs[0].example["answer"]
+    with cf.ThreadPoolExecutor(16) as threads:
+        assert [r for r, *_ in threads.map(lambda e: step(e, f"{gold} + 0"), envs[:2])] == [1.0, 1.0]  # warm
+        start = time.monotonic()
+        results = list(threads.map(lambda e: step(e, "9^{9^{9^{9}}}"), envs))
+        batch = time.monotonic() - start
+        assert all(reward == 0.0 and "error" in info for reward, info, _ in results)
+        assert max(seconds for *_, seconds in results) < deadline + 3.0, results
+        assert batch < deadline + 3.0, batch  # 8 rounds of the deadline before the fix
+        assert any("busy" in info["error"] for _, info, _ in results)  # some never got a worker
+        assert [r for r, *_ in threads.map(lambda e: step(e, gold), envs[:4])] == [1.0] * 4
+    pool.close()

@@ -59,7 +59,13 @@ def test_reward_is_the_dataset_scorer():
     almost = ", ".join(words[1:] + words[:1])  # a well-formed but wrongly ordered answer
     scorer = reasoning_gym.create_dataset("word_sorting", size=env.size, seed=42)
     assert scorer[env.index] == env.example
-    assert env.step(f"<answer>{almost}</answer>")[1] == scorer.score_answer(almost, env.example)
+    partial = scorer.score_answer(almost, env.example)
+    assert 0 < partial < 1
+    _, reward, _, _, info = env.step(f"<answer>{almost}</answer>")
+    assert reward == 0.0 and info["score"] == partial  # only a solved puzzle is rewarded
+    env = gem_core.make("rg:word_sorting", partial_credit=True)
+    env.reset(seed=1)
+    assert env.step(f"<answer>{almost}</answer>")[1] == partial
 
 
 def test_boxed_answers_are_accepted():

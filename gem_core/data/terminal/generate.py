@@ -8,13 +8,22 @@ Each task is ``{"name", "category", "instruction", "files", "checks", "solution"
 
 The expected contents in the checks are computed here in Python from the generated files, so a
 reference solution written in shell is tested against an independent computation.
+
+Guards: a check that already passes in a workspace where nothing was done (the task's files as
+given), where everything was destroyed (empty), or where the inputs were emptied (each file
+truncated) is marked ``"guard": true``: it is something to keep, not progress, and a task's score is 0
+unless a check that is not a guard passes (``gem_core/envs/terminal/tasks.py``). Guards are found by
+running the real grader on those three workspaces in temporary directories; a task whose every check
+is a guard is an error.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -543,11 +552,52 @@ def build(rng: random.Random) -> list[dict]:
     return tasks
 
 
+def degenerate_workspaces(files: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The workspaces that doing nothing or destroying things leaves: ``{name: {path: text}}``."""
+    return {"untouched": dict(files), "emptied": {}, "inputs truncated": dict.fromkeys(files, "")}
+
+
+def passing_checks(files: dict[str, str], checks: list[dict]) -> set[int]:
+    """The indices of ``checks`` that pass in a workspace holding ``files`` (the env's own grader)."""
+    from gem_core.envs.terminal.tasks import GRADER, RESULT_MARKER
+
+    with tempfile.TemporaryDirectory() as workspace:
+        for path, text in files.items():
+            full = Path(workspace, path)
+            full.parent.mkdir(parents=True, exist_ok=True)
+            full.write_text(text, encoding="utf-8")
+        run = subprocess.run(
+            [sys.executable, "-c", GRADER],
+            input=json.dumps(checks),
+            capture_output=True,
+            text=True,
+            cwd=workspace,
+            timeout=120,
+        )
+    results = json.loads(run.stdout.rsplit(RESULT_MARKER, 1)[1])
+    return {i for i, result in enumerate(results) if result["passed"]}
+
+
+def mark_guards(task: dict) -> None:
+    checks = [{k: v for k, v in c.items() if k != "guard"} for c in task["checks"]]
+    guards = set()
+    for files in degenerate_workspaces(task["files"]).values():
+        guards |= passing_checks(files, checks)
+    if len(guards) == len(checks):
+        sys.exit(f"task {task['name']}: every check passes without doing the task")
+    for i, check in enumerate(task["checks"]):
+        check.pop("guard", None)
+        if i in guards:
+            check["guard"] = True
+
+
 def main() -> None:
     tasks = build(random.Random(20241121))
     names = [t["name"] for t in tasks]
     if len(set(names)) != len(names):
         sys.exit("task names must be unique")
+    for t in tasks:
+        mark_guards(t)
     out = Path(__file__).with_name("tasks.json")
     out.write_text(json.dumps(tasks, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {len(tasks)} tasks to {out}")

@@ -15,7 +15,13 @@ Tasks ship in ``gem_core/data/terminal/tasks.json`` (made by ``generate.py`` bes
 | command       | cmd, exit_code (0), stdout, stdout_regex     | ``bash -c cmd`` exits so and prints that          |
 | python        | code                                         | the code runs without an exception (``assert``)   |
 
-Every check has a ``weight`` (default 1); the score is the weighted fraction of checks that pass.
+Every check has a ``weight`` (default 1); the score is the weighted fraction of checks that pass,
+except that *guards* earn nothing on their own. A guard (``"guard": true``, marked by ``generate.py``)
+is a check that a degenerate workspace already passes: the untouched one (the agent did nothing), an
+emptied one (``rm -rf ./* .[!.]*``) or one with every input truncated; e.g. "part1.txt is gone" in a
+task that asks to merge the parts and delete them. Guards say what must be kept or cleaned up, not
+progress, so the score is 0 unless at least one check that is not a guard passes: doing nothing, or
+destroying the inputs, scores 0 in every task.
 All checks of a task run in one script inside the task's backend (``TerminalBackend.run_python``),
 so the host never opens a file the agent made.
 """
@@ -120,8 +126,9 @@ sys.stdout.write("\\n@MARKER@" + json.dumps(results) + "\\n")
 
 
 def grade(backend: TerminalBackend, checks: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]]]:
-    """``(score, results)``: the weighted fraction of ``checks`` that pass in ``backend``'s workspace,
-    and per check ``{"check", "weight", "passed", "detail"}``. A grader that cannot run fails all."""
+    """``(score, results)``: the weighted fraction of ``checks`` that pass in ``backend``'s workspace
+    (0 when only guards pass), and per check ``{"check", "weight", "guard", "passed", "detail"}``.
+    A grader that cannot run fails all."""
     result = backend.run_python(GRADER, stdin=json.dumps(checks), timeout=GRADER_TIMEOUT_S)
     found = None
     if result.error is None and RESULT_MARKER in result.stdout:
@@ -135,11 +142,17 @@ def grade(backend: TerminalBackend, checks: list[dict[str, Any]]) -> tuple[float
         )
         found = [{"passed": False, "detail": f"the checks could not run: {why}"}] * len(checks)
     results = [
-        {"check": describe(check), "weight": float(check.get("weight", 1.0)), **outcome}
+        {
+            "check": describe(check),
+            "weight": float(check.get("weight", 1.0)),
+            "guard": bool(check.get("guard", False)),
+            **outcome,
+        }
         for check, outcome in zip(checks, found)
     ]
     total = sum(r["weight"] for r in results)
-    score = sum(r["weight"] for r in results if r["passed"]) / total if total else 0.0
+    progress = any(r["passed"] and not r["guard"] for r in results)
+    score = sum(r["weight"] for r in results if r["passed"]) / total if total and progress else 0.0
     return score, results
 
 

@@ -1,0 +1,93 @@
+"""No terminal task pays for doing nothing or for destroying its inputs (issue: MergeParts paid 0.6 for
+``rm -f part*.txt``): every task id against the real sandbox, and the guard rule of the grader."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+import gem_core
+from gem_core.envs.terminal.env import TerminalEnv
+from gem_core.envs.terminal.tasks import load_tasks
+
+pytestmark = pytest.mark.timeout(300)
+
+TASKS = load_tasks()
+GENERATOR = Path(gem_core.__file__).parent / "data" / "terminal" / "generate.py"
+
+
+def bash(command: str) -> str:
+    return f"```bash\n{command}\n```"
+
+
+def hacks(task: dict) -> dict[str, list[str]]:
+    """Empty or destructive episodes: (a) done at once, (b) everything removed, (c) other ways of
+    destroying or emptying the inputs (and then pretending with empty outputs)."""
+    inputs = " ".join(shlex.quote(path) for path in task["files"]) or "nothing-here"
+    dirs = sorted({str(Path(p).parent) for p in task["files"]} - {"."})
+    return {
+        "done at once": [],
+        "rm -rf everything": ["rm -rf ./* .[!.]*"],
+        "rm -rf * only": ["rm -rf *"],
+        "remove the inputs": [f"rm -f {inputs}"],
+        "truncate the inputs": [f"for f in {inputs}; do [ -f \"$f\" ] && : > \"$f\"; done; true"],
+        "remove the input directories": [f"rm -rf {' '.join(dirs) or 'nothing-here'}"],
+        "find -delete": ["find . -mindepth 1 -delete"],
+        "remove, then touch the inputs": ["rm -rf ./* .[!.]*", f"touch {inputs} 2>/dev/null; true"],
+        "chmod everything away": ["chmod -R 000 . 2>/dev/null; true"],
+    }
+
+
+@pytest.fixture(scope="module")
+def env():
+    with TerminalEnv(max_turns=30) as e:
+        yield e
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t["name"] for t in TASKS])
+def test_empty_and_destructive_episodes_score_zero(env, task):
+    env.task_name = task["name"]
+    for name, commands in hacks(task).items():
+        env.reset(seed=0)
+        for command in commands:
+            env.step(bash(command))
+        _, reward, terminated, _, info = env.step("<done/>")
+        assert terminated and reward == 0.0, (name, info["checks"])
+    env.reset(seed=0)  # and the real solution still scores 1
+    for command in task["solution"]:
+        env.step(bash(command))
+    assert env.step("<done/>")[1] == 1.0
+
+
+def test_every_registered_terminal_id_pays_nothing_for_done_at_once():
+    for env_id in gem_core.list_envs("terminal:*"):
+        with gem_core.make(env_id) as env:
+            env.reset(seed=3)
+            assert env.step("<done/>")[1] == 0.0, env_id
+
+
+def test_guards_earn_nothing_alone(env):
+    env.task_name = "MergeParts"
+    task = next(t for t in TASKS if t["name"] == "MergeParts")
+    assert [c.get("guard", False) for c in task["checks"]] == [False, True, True, True]
+    env.reset(seed=0)
+    env.step(bash("cat part1.txt part2.txt part3.txt > full.txt"))  # merged, parts kept: partial credit
+    _, reward, _, _, info = env.step("<done/>")
+    assert reward == pytest.approx(2 / 5) and [c["guard"] for c in info["checks"]] == [False, True, True, True]
+
+
+def test_tasks_json_is_what_the_generator_makes(tmp_path, monkeypatch):
+    """The shipped tasks (with their guards) are the generator's output: regenerate after a change."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("terminal_generate", GENERATOR)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tasks = module.build(module.random.Random(20241121))
+    for task in tasks:
+        module.mark_guards(task)
+    shipped = json.loads((GENERATOR.parent / "tasks.json").read_text(encoding="utf-8"))
+    assert tasks == shipped
