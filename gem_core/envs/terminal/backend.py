@@ -57,29 +57,10 @@ class TerminalBackend:
         """Release the workspace. Safe to call twice."""
 
 
-# Scripts run inside the workspace, as the agent's uid. The agent may have locked files or
-# directories (chmod 000); it owns them all, so these scripts may open them up again.
-_WIPE = """
-import os, shutil, stat
-def wipe():
-    os.chmod(".", 0o700)
-    for root, dirs, _ in os.walk("."):  # top-down: a directory is opened up before it is listed
-        for name in dirs:
-            path = os.path.join(root, name)
-            if not os.path.islink(path):
-                os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | 0o700)
-    for name in os.listdir("."):
-        if os.path.isdir(name) and not os.path.islink(name):
-            shutil.rmtree(name)
-        else:
-            os.unlink(name)
-"""
-
-_START = (
-    _WIPE
-    + """
-import json, sys
-wipe()
+# Scripts run inside the workspace, as the agent's uid, after ``SandboxPool.reset_workspace`` (a fresh,
+# empty workspace: nothing the agent left there is ever walked).
+_START = """
+import json, os, sys
 spec = json.load(sys.stdin)
 for path, content in spec["files"].items():
     if os.path.dirname(path):
@@ -90,44 +71,53 @@ for root, dirs, files in os.walk("."):
     for name in dirs + files:
         os.utime(os.path.join(root, name), (spec["mtime"], spec["mtime"]))
 """
-)
 
+# The agent may have locked files or directories (chmod 000); it owns them all, so the snapshot opens
+# them up for tar, records their own modes, and locks them again. The walk is iterative (any depth);
+# entries whose path is too long for the kernel to open in one piece are left out of the archive.
 _SNAPSHOT = """
 import base64, io, os, stat, sys, tarfile
-locked = {}  # opened up for tar, recorded with their own modes, then locked again
+MAX_PATH = 3800
+locked, paths, todo = {}, [], ["."]
 os.chmod(".", 0o700)
-for root, dirs, files in os.walk("."):
-    for name in dirs + files:
-        path = os.path.join(root, name)
-        mode = os.lstat(path).st_mode
+while todo:
+    top = todo.pop()
+    with os.scandir(top) as listing:
+        entries = sorted(listing, key=lambda e: e.name)
+    for entry in entries:
+        path = os.path.join(top, entry.name)
+        if len(os.fsencode(path)) > MAX_PATH:
+            continue
+        mode = entry.stat(follow_symlinks=False).st_mode
         need = 0o700 if stat.S_ISDIR(mode) else 0o400 if stat.S_ISREG(mode) else 0
         if mode & need != need:
             locked[path] = stat.S_IMODE(mode)
             os.chmod(path, stat.S_IMODE(mode) | need)
+        paths.append(path)
+        if stat.S_ISDIR(mode):
+            todo.append(path)
 def own_mode(info):
     info.mode = locked.get("./" + info.name, info.mode)
     return info
 buffer = io.BytesIO()
 with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1, format=tarfile.PAX_FORMAT) as tar:
-    for name in sorted(os.listdir(".")):
-        tar.add(name, filter=own_mode)
+    for path in paths:  # parents before their children
+        tar.add(path, arcname=path[2:], recursive=False, filter=own_mode)
 for path in sorted(locked, key=len, reverse=True):  # children before their directories
     os.chmod(path, locked[path])
 sys.stdout.write(base64.b64encode(buffer.getvalue()).decode())
 """
 
-_RESTORE = (
-    _WIPE
-    + """
+_RESTORE = """
 import base64, io, sys, tarfile
-wipe()
 with tarfile.open(fileobj=io.BytesIO(base64.b64decode(sys.stdin.read())), mode="r:gz") as tar:
     if hasattr(tarfile, "tar_filter"):
         tar.extractall(".", filter="tar")
     else:  # a Python without extraction filters (< 3.10.12); it runs inside the sandbox all the same
         tar.extractall(".")
 """
-)
+
+LOST = "the sandbox was restarted and the workspace lost; reset the env to start again"
 
 
 class SandboxBackend(TerminalBackend):
@@ -151,6 +141,7 @@ class SandboxBackend(TerminalBackend):
         if self._pool is None or self._pool.closed:
             self._pool = _checkout(self._key)
             self._release = weakref.finalize(self, _checkin, self._key, self._pool)
+            self._restarts = None
         return self._pool
 
     def start(self, files: dict[str, str]) -> str:
@@ -158,10 +149,10 @@ class SandboxBackend(TerminalBackend):
             if path.startswith("/") or ".." in path.split("/"):
                 raise ValueError(f"task files live inside the workspace; got {path!r}")
         spec = json.dumps({"files": files, "mtime": SETUP_MTIME})
-        result = self.run_python(_START, stdin=spec)
-        if not result.ok:  # a workspace that cannot be emptied (should not happen): take a fresh sandbox
+        result = self._fresh_workspace(_START, spec)
+        if not result.ok:  # should not happen: take a fresh sandbox
             self._discard()
-            result = self.run_python(_START, stdin=spec)
+            result = self._fresh_workspace(_START, spec)
             if not result.ok:
                 raise RuntimeError(f"could not set up the workspace: {result.error or result.stderr}")
         return self.pool.workspace
@@ -171,24 +162,24 @@ class SandboxBackend(TerminalBackend):
         if len(command) > MAX_COMMAND_CHARS:
             return ExecResult(error=f"the command is longer than {MAX_COMMAND_CHARS} characters")
         code = f"import os\nos.execv('/bin/bash', ['bash', '-c', {command!r}])\n"
-        return self.pool.run(code, timeout=timeout or self.limits.timeout)
+        return self._run(code, timeout=timeout or self.limits.timeout)
 
     def run_python(self, code: str, stdin: str = "", timeout: float | None = None) -> ExecResult:
-        return self.pool.run(code, stdin=stdin, timeout=timeout or self.limits.timeout)
+        return self._run(code, stdin=stdin, timeout=timeout or self.limits.timeout)
 
     def snapshot(self) -> bytes:
         cap = self.workspace_mb * 1024 * 1024 * 3 // 2 + 65_536  # base64 of a full workspace and tar headers
-        result = self.pool.run(_SNAPSHOT, timeout=max(self.limits.timeout, 30.0), max_output=cap)
+        result = self._run(_SNAPSHOT, timeout=max(self.limits.timeout, 30.0), max_output=cap)
         if not result.ok:
             raise RuntimeError(f"could not snapshot the workspace: {result.error or result.stderr[-2000:]}")
         return base64.b64decode(result.stdout)
 
     def restore(self, archive: bytes) -> None:
         stdin = base64.b64encode(archive).decode()
-        result = self.pool.run(_RESTORE, stdin=stdin, timeout=max(self.limits.timeout, 30.0))
+        result = self._fresh_workspace(_RESTORE, stdin, timeout=max(self.limits.timeout, 30.0))
         if not result.ok:
             self._discard()
-            result = self.pool.run(_RESTORE, stdin=stdin, timeout=max(self.limits.timeout, 30.0))
+            result = self._fresh_workspace(_RESTORE, stdin, timeout=max(self.limits.timeout, 30.0))
             if not result.ok:
                 raise RuntimeError(
                     f"could not restore the workspace: {result.error or result.stderr[-2000:]}"
@@ -199,6 +190,24 @@ class SandboxBackend(TerminalBackend):
             self._release()  # hands the sandbox back to the cache (once)
         self._pool = self._release = None
 
+    # ---- internals ----------------------------------------------------------------------------
+    _restarts: int | None = None  # the pool's restart count when this backend's workspace was filled
+
+    def _fresh_workspace(self, script: str, stdin: str, timeout: float | None = None) -> ExecResult:
+        """An empty workspace (whatever the last user left there), then ``script`` run in it."""
+        pool = self.pool
+        reset = pool.reset_workspace()
+        if not reset.ok:
+            return reset
+        self._restarts = pool.restarts
+        return self._run(script, stdin=stdin, timeout=timeout or self.limits.timeout)
+
+    def _run(self, code: str, **options) -> ExecResult:
+        pool = self.pool
+        if self._restarts is not None and pool.restarts != self._restarts:
+            return ExecResult(error=LOST)  # a replaced worker comes with an empty workspace: say so
+        return pool.run(code, **options)
+
     def _discard(self) -> None:
         """Close this backend's sandbox for good; the next call takes another one."""
         if self._release is not None:
@@ -206,6 +215,7 @@ class SandboxBackend(TerminalBackend):
         if self._pool is not None:
             self._pool.close()
         self._pool = self._release = None
+        self._restarts = None
 
 
 # ---- the cache of idle sandboxes ------------------------------------------------------------------

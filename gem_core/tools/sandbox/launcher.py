@@ -24,13 +24,13 @@ runs where bubblewrap is missing; they log a loud warning and report their mode.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -38,19 +38,28 @@ MODES = ("bwrap", "unshare", "none")
 TEMPLATE = Path(__file__).with_name("template.py")
 SANDBOX_TEMPLATE = "/opt/gem-sandbox/template.py"  # where bwrap shows the template inside
 # Capabilities the template keeps inside bwrap (root only): switch uid, own and wipe the call's
-# directory, signal the call's processes. Every call drops all of them with its uid switch.
-TEMPLATE_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL")
+# directory, signal the call's processes, give each call namespaces and mounts of its own, and empty
+# the call's capability bounding set. Every call drops all of them before its code runs.
+TEMPLATE_CAPS = (
+    "CAP_SETUID", "CAP_SETGID", "CAP_CHOWN", "CAP_FOWNER", "CAP_DAC_OVERRIDE", "CAP_KILL",
+    "CAP_SYS_ADMIN", "CAP_SETPCAP",
+)  # fmt: skip
 HOST_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
 def python_executable() -> str:
-    """The real interpreter (not a pyenv shim or venv symlink)."""
+    """The interpreter the sandbox runs: this process's virtual environment's ``python`` (a link to
+    the real interpreter, so that the environment's site-packages are on ``sys.path``), else the
+    real interpreter (not a pyenv shim)."""
+    if sys.prefix != sys.base_prefix and os.path.realpath(sys.executable) != sys.executable:
+        return sys.executable
     return os.path.realpath(sys.executable)
 
 
 def python_roots() -> list[str]:
-    """Directories the interpreter and its standard library and site-packages live in."""
-    exe_dir = os.path.dirname(os.path.dirname(python_executable()))
+    """Directories the interpreter, its standard library and site-packages (and the virtual
+    environment's) live in."""
+    exe_dir = os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))
     roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, exe_dir)}
     # Keep only top-most directories (a venv inside the base prefix needs no second bind).
     ordered = sorted(roots, key=len)
@@ -61,9 +70,10 @@ def python_roots() -> list[str]:
     return [r for r in kept if r not in ("/", "/usr")]
 
 
-def bwrap_command(config: dict, tmpfs_mb: int, workspace_mb: int = 0) -> list[str]:
+def bwrap_options(tmpfs_mb: int, workspace: str | None = None, workspace_mb: int = 0) -> list[str]:
+    """bwrap's options (everything between ``bwrap`` and the command) but the template and the final
+    read-only remount of the root."""
     cmd = [
-        "bwrap",
         "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
         "--die-with-parent", "--new-session", "--clearenv",
         "--hostname", "sandbox",
@@ -83,44 +93,84 @@ def bwrap_command(config: dict, tmpfs_mb: int, workspace_mb: int = 0) -> list[st
     made: set[str] = set()
     for root in python_roots():
         # bwrap would create the missing parents (e.g. /root for a pyenv Python) private to root;
-        # make them traversable so the unprivileged uid of a call can reach the interpreter.
+        # make them traversable (not listable) so the unprivileged uid of a call can reach the
+        # interpreter and nothing else shows (the project holding a venv lists as unreadable).
         for parent in reversed(Path(root).parents[:-1]):
             if str(parent) not in made and not str(parent).startswith("/usr"):
                 made.add(str(parent))
-                cmd += ["--perms", "0755", "--dir", str(parent)]
+                cmd += ["--perms", "0711", "--dir", str(parent)]
         cmd += ["--ro-bind", root, root]
     cmd += [
-        "--ro-bind", str(TEMPLATE), SANDBOX_TEMPLATE,
         "--proc", "/proc",
         "--dev", "/dev",
+        "--mqueue", "/dev/mqueue",
         "--size", str(tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
     ]  # fmt: skip
-    if config.get("workspace"):
-        cmd += ["--size", str(workspace_mb * 1024 * 1024), "--tmpfs", config["workspace"]]
-    cmd += ["--remount-ro", "/", "--chdir", "/tmp"]
-    return [*cmd, python_executable(), "-I", "-B", SANDBOX_TEMPLATE, json.dumps(config)]
+    if workspace:
+        cmd += ["--size", str(workspace_mb * 1024 * 1024), "--tmpfs", workspace]
+    return cmd
 
 
-def unshare_command(config: dict) -> list[str]:
+def template_command(template: str) -> list[str]:
+    return [python_executable(), "-I", "-B", template]
+
+
+def unshare_prefix() -> list[str]:
     return [
-        "unshare", "--pid", "--fork", "--kill-child", "--net", "--ipc", "--uts", "--mount", "--mount-proc",
-        python_executable(), "-I", "-B", str(TEMPLATE), json.dumps(config),
-    ]  # fmt: skip
+        "unshare",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--net",
+        "--ipc",
+        "--uts",
+        "--mount",
+        "--mount-proc",
+    ]
 
 
-def plain_command(config: dict) -> list[str]:
-    return [python_executable(), "-I", "-B", str(TEMPLATE), json.dumps(config)]
+def spawn(
+    mode: str, tmpfs_mb: int = 64, workspace: str | None = None, workspace_mb: int = 0, **popen: Any
+) -> subprocess.Popen:
+    """Start one template process in ``mode`` (``popen``: ``subprocess.Popen``'s keyword arguments).
+
+    Under bubblewrap the command line visible inside the sandbox (``/proc/1/cmdline``) is only
+    ``bwrap --args FD python ... template``: the options travel in a memory file, and the template is
+    copied from another into the sandbox's own root file system (no host path shows in its mounts).
+    The template's configuration is the first frame the host writes to its stdin."""
+    if mode not in MODES:
+        raise ValueError(f"unknown sandbox mode {mode!r}; choose one of {MODES}")
+    if mode != "bwrap":
+        prefix = unshare_prefix() if mode == "unshare" else []
+        return subprocess.Popen([*prefix, *template_command(str(TEMPLATE))], **popen)
+    template_fd = _memory_file("gem-sandbox-template", TEMPLATE.read_bytes())
+    try:
+        options = [
+            *bwrap_options(tmpfs_mb, workspace, workspace_mb),
+            "--perms", "0444", "--file", str(template_fd), SANDBOX_TEMPLATE,
+            "--remount-ro", "/", "--chdir", "/tmp",
+        ]  # fmt: skip
+        args_fd = _memory_file("gem-sandbox-args", b"".join(o.encode() + b"\0" for o in options))
+        try:
+            argv = ["bwrap", "--args", str(args_fd), *template_command(SANDBOX_TEMPLATE)]
+            return subprocess.Popen(argv, pass_fds=(template_fd, args_fd), **popen)
+        finally:
+            os.close(args_fd)
+    finally:
+        os.close(template_fd)
 
 
-def command(mode: str, config: dict, tmpfs_mb: int = 64, workspace_mb: int = 0) -> list[str]:
-    """The command line that starts one template process in ``mode``."""
-    if mode == "bwrap":
-        return bwrap_command(config, tmpfs_mb, workspace_mb)
-    if mode == "unshare":
-        return unshare_command(config)
-    if mode == "none":
-        return plain_command(config)
-    raise ValueError(f"unknown sandbox mode {mode!r}; choose one of {MODES}")
+def _memory_file(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 @functools.cache
@@ -130,8 +180,10 @@ def mode_works(mode: str) -> bool:
         return False
     if mode == "unshare" and shutil.which("unshare") is None:
         return False
-    # The launch prefix without the template: [..., python, -I, -B, template, config] minus the tail.
-    probe = {"bwrap": bwrap_command({}, 1)[:-5], "unshare": unshare_command({})[:-5]}.get(mode, [])
+    probe = {
+        "bwrap": ["bwrap", *bwrap_options(1), "--remount-ro", "/", "--chdir", "/tmp"],
+        "unshare": unshare_prefix(),
+    }.get(mode, [])
     try:
         result = subprocess.run(
             [*probe, python_executable(), "-I", "-S", "-c", "print('ok')"],

@@ -78,10 +78,13 @@ class WorkerError(RuntimeError):
 class _Worker:
     """One template process and its framed pipe protocol."""
 
-    def __init__(self, cmd: list[str]):
+    def __init__(self, mode: str, config: dict[str, Any], tmpfs_mb: int, workspace_mb: int):
         self.proc: subprocess.Popen = _SPAWNER.submit(
-            subprocess.Popen,
-            cmd,
+            launcher.spawn,
+            mode,
+            tmpfs_mb,
+            config.get("workspace"),
+            workspace_mb,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=launcher.HOST_ENV,
@@ -89,6 +92,15 @@ class _Worker:
         ).result()
         self._buffer = bytearray()
         self.info: dict[str, Any] | None = None
+        self._send(config)  # the template's configuration is its first frame
+
+    def _send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message).encode()
+        try:
+            self.proc.stdin.write(HEADER.pack(len(data)) + data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise WorkerError(f"the sandbox worker is gone ({exc})") from exc
 
     def ensure_ready(self) -> dict[str, Any]:
         if self.info is None:
@@ -99,12 +111,7 @@ class _Worker:
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         self.ensure_ready()
-        data = json.dumps(request).encode()
-        try:
-            self.proc.stdin.write(HEADER.pack(len(data)) + data)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as exc:
-            raise WorkerError(f"the sandbox worker is gone ({exc})") from exc
+        self._send(request)
         return self._read(time.monotonic() + timeout)
 
     def _read(self, deadline: float) -> dict[str, Any]:
@@ -142,10 +149,16 @@ class SandboxPool:
     ``none``. ``preload`` names modules imported once in the template, so calls importing them are
     instant (e.g. ``("numpy", "sympy")``). ``seccomp`` adds the syscall filter where supported.
 
+    Each call gets a private ``/tmp`` (its working directory) of ``tmpfs_mb`` MB and ``max_files``
+    files and directories (default: 256 per MB), and a ``/dev/shm`` of a quarter of that size; both
+    vanish with the call (see ``template``).
+
     ``workspace_mb`` > 0 gives the (single) worker a persistent working directory, ``self.workspace``:
-    every call starts there and the files it leaves are seen by the next call, until the pool closes
-    or its worker is replaced. Under bubblewrap it is a tmpfs of that size at ``/workspace``; in the
-    weak modes a host directory (not size-limited).
+    every call starts there and the files it leaves are seen by the next call, until
+    ``reset_workspace()``, the pool closes or its worker is replaced (``restarts`` counts the
+    replacements). Under bubblewrap it is a tmpfs of that size (and ``max_files`` files, default 256
+    per MB) at ``/workspace``; in the weak modes a host directory, a tmpfs where the template may mount
+    one.
     """
 
     def __init__(
@@ -157,6 +170,7 @@ class SandboxPool:
         seccomp: bool = True,
         tmpfs_mb: int = 64,
         workspace_mb: int = 0,
+        max_files: int | None = None,
     ):
         if size < 1:
             raise ValueError("size must be at least 1")
@@ -174,6 +188,7 @@ class SandboxPool:
         self.mode = mode
         self.size = size
         self._preload, self._seccomp, self._tmpfs_mb = tuple(preload), seccomp, tmpfs_mb
+        self._max_files = max_files
         self._host_dir = None if mode == "bwrap" else tempfile.mkdtemp(prefix="gem-sandbox-")
         if self._host_dir is not None:
             os.chmod(self._host_dir, 0o711)
@@ -183,6 +198,7 @@ class SandboxPool:
             self.workspace = (
                 "/workspace" if self._host_dir is None else os.path.join(self._host_dir, "workspace")
             )
+        self.restarts = 0
         # Each worker drops its calls to a uid of its own, so process counts never mix between workers
         # (nor between pools of this process: each pool takes the next block of its process's range).
         self._uid_base = _allocate_uids(size)
@@ -197,23 +213,33 @@ class SandboxPool:
     # ---- workers --------------------------------------------------------------------------------
     def _start(self, slot: int) -> _Worker:
         work_root = "/tmp/calls" if self._host_dir is None else os.path.join(self._host_dir, f"w{slot}")
+        files = lambda mb: self._max_files or max(1024, mb * 256)  # noqa: E731
         config = {
             "drop_uid": self._uid_base + slot,
             "work_root": work_root,
             "preload": list(self._preload),
             "seccomp": self._seccomp,
             "workspace": self.workspace,
+            "tmpfs_mb": self._tmpfs_mb,
+            "tmpfs_inodes": files(self._tmpfs_mb),
+            "shm_mb": max(1, self._tmpfs_mb // 4),
+            "shm_inodes": 1024,
+            "workspace_mb": self._workspace_mb,
+            "workspace_inodes": files(self._workspace_mb),
+            "own_ipc_ns": self.mode in ("bwrap", "unshare"),
         }
-        return _Worker(launcher.command(self.mode, config, self._tmpfs_mb, self._workspace_mb))
+        return _Worker(self.mode, config, self._tmpfs_mb, self._workspace_mb)
 
     def _replace(self, slot: int) -> None:
         self._workers[slot].kill()
         if not self._closed:
+            self.restarts += 1
             self._workers[slot] = self._start(slot)
 
     @property
     def isolation(self) -> dict[str, Any]:
-        """How calls are isolated here: mode, seccomp, uid drop, preloaded modules, limits."""
+        """How calls are isolated here: mode, seccomp, uid drop, namespaces per call, preloaded
+        modules, limits."""
         slot = self._idle.get()
         try:
             info = self._workers[slot].ensure_ready()
@@ -223,6 +249,7 @@ class SandboxPool:
             "mode": self.mode,
             "seccomp": info["seccomp"],
             "uid_drop": info["drop_uid"] is not None,
+            "call_namespaces": info["call_namespaces"],
             "preloaded": info["preloaded"],
             "limits": asdict(self.limits),
         }
@@ -230,15 +257,23 @@ class SandboxPool:
     # ---- calls ----------------------------------------------------------------------------------
     def run(self, code: str, stdin: str = "", **limits: Any) -> ExecResult:
         """Run ``code`` as a script (stdin from ``stdin``); ``limits`` override ``SandboxLimits`` fields."""
-        if self._closed:
-            raise RuntimeError("the sandbox pool is closed (or belongs to the parent of this forked process)")
         lim = replace(self.limits, **limits)
         if not isinstance(code, str) or len(code) > MAX_CODE_CHARS:
             return ExecResult(error=f"the code must be a str of at most {MAX_CODE_CHARS} characters")
-        request = {"code": code, "stdin": stdin, **asdict(lim)}
+        return self._request({"code": code, "stdin": stdin, **asdict(lim)}, lim.timeout + HOST_GRACE_S)
+
+    def reset_workspace(self) -> ExecResult:
+        """Empty the workspace (under bubblewrap: a fresh tmpfs replaces it, whatever it held)."""
+        if self.workspace is None:
+            raise ValueError("this pool has no workspace (workspace_mb=0)")
+        return self._request({"op": "reset_workspace"}, 30.0 + HOST_GRACE_S)
+
+    def _request(self, request: dict[str, Any], timeout: float) -> ExecResult:
+        if self._closed:
+            raise RuntimeError("the sandbox pool is closed (or belongs to the parent of this forked process)")
         slot = self._idle.get()
         try:
-            reply = self._workers[slot].call(request, lim.timeout + HOST_GRACE_S)
+            reply = self._workers[slot].call(request, timeout)
         except WorkerError as exc:
             with self._lock:
                 self._replace(slot)

@@ -1,31 +1,48 @@
 """The template process: runs INSIDE the sandbox, forks one throw-away child per call.
 
-This file is executed as a script by the sandbox's own interpreter (``python -I template.py CONFIG``);
-it uses the standard library only and never imports ``gem_core`` (the project is not visible in the
-sandbox). It starts once per pool worker, imports the modules named in ``preload``, answers
-``{"ready": ...}`` on fd 1 and then serves calls (frames: 8-byte big-endian length + JSON).
+This file is executed as a script by the sandbox's own interpreter (``python -I template.py``); it
+uses the standard library only and never imports ``gem_core`` (the project is not visible in the
+sandbox). It reads its configuration as the first frame on fd 0 (frames: 8-byte big-endian length +
+JSON), imports the modules named in ``preload``, answers ``{"ready": ...}`` on fd 1 and then serves
+calls.
 
-Each call runs in a fresh ``fork()`` of this clean template, so no state leaks between calls. The
-child for the next call is forked in advance and, before it ever sees untrusted code:
+Each call runs in a fresh ``fork()`` of this clean template. The child for the next call is forked
+in advance and, before it ever sees untrusted code:
 
-* becomes a session leader in a fresh, empty working directory (the only writable place);
-* gets stdout/stderr on pipes read by the template, every other descriptor closed, and an
-  environment holding only a few harmless variables;
-* drops to an unprivileged uid/gid of its own (no capabilities, so ``RLIMIT_NPROC`` is enforced and
-  it cannot signal or ptrace the template, which runs as root inside the sandbox);
+* becomes a session leader with stdout/stderr on pipes read by the template and every other
+  descriptor closed, except the request pipe (below);
+* gets namespaces of its own (``call_namespaces``, wherever the template may create them): a fresh
+  IPC namespace (System V shared memory, message queues and semaphores, POSIX message queues) and
+  mount namespace holding a fresh size- and inode-limited tmpfs at ``/tmp`` (its working directory),
+  another at ``/dev/shm`` (POSIX shared memory and semaphores), and a ``/proc`` that shows only the
+  call's own processes. All of it is freed by the kernel when the call's last process ends: no
+  state reaches the next call and the template never walks what a call left. In the IPC namespace
+  a detached System V segment is destroyed at once (``shm_rmid_forced``), so shared memory is
+  always mapped by a process of the call and counts against its address-space limit; queues and
+  semaphore sets are capped;
+* drops every capability (bounding set included) and switches to an unprivileged uid/gid of its
+  own (so ``RLIMIT_NPROC`` is enforced and it cannot signal or ptrace the template, which runs as
+  root inside the sandbox);
 * installs a seccomp filter (x86-64) refusing namespace creation, mounts, ptrace, kernel keyrings,
   bpf, module loading and io_uring;
-* then sleeps until the host's request arrives, takes it (closing the request pipe), sets the
-  request's limits (CPU seconds, address space, process count, file size), puts the request's
-  input on stdin and runs the code.
+* then sleeps until the host's request arrives, takes it and closes the request pipe: when the
+  code starts, it holds no descriptor of the harness but its own stdin, stdout and stderr.
 
-The template enforces the wall-clock limit and the output cap, answers the host, then kills every
-process of the call (``kill(-1)`` from a helper running as the call's uid when the call could
-fork), reaps them as a child subreaper, wipes the working directory and forks the next child.
+The template enforces the wall-clock limit and the output cap and takes the call's exit status from
+the kernel (``waitpid``), never from anything the code could write. It answers the host, then kills
+every process of the call (``kill(-1)`` from a helper running as the call's uid when the call could
+fork), reaps them as a child subreaper and forks the next child.
+
+Where the template may not create namespaces (bubblewrap without root, the weak modes), calls share
+the worker's namespaces: each gets a private directory under ``work_root``, and after each call the
+template removes the System V and POSIX IPC objects of the call's uid and wipes the directory with
+an iterative walk that no depth, mode, link or file name can break and that stops at a deadline
+(what is left is wiped after later calls).
 
 With a ``workspace`` in the config (opt-in, e.g. a terminal's working directory) every call starts
 in that one directory instead, owned by the calls' uid: its files outlive the call (processes never
-do), while each call still gets a private scratch directory as ``TMPDIR``.
+do). The template mounts it as a tmpfs of its own, size- and inode-limited, and the ``reset_workspace``
+request replaces it with an empty one in constant time.
 """
 
 from __future__ import annotations
@@ -37,8 +54,8 @@ import linecache
 import os
 import resource
 import select
-import shutil
 import signal
+import stat
 import struct
 import sys
 import time
@@ -56,6 +73,20 @@ CHILD_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 SOURCE_NAME = "<python>"
+WIPE_BUDGET_S = 1.0  # per call, for the fallback's directory wipe (what is left waits for later calls)
+# Caps of a call's own IPC namespace (per namespace in the kernel): no System V segment outlives its
+# last attachment, and queues and semaphore sets hold a few megabytes at most.
+CALL_IPC_SYSCTLS = {
+    "kernel/shm_rmid_forced": "1",
+    "kernel/shmmni": "64",
+    "kernel/msgmni": "16",
+    "kernel/msgmnb": "65536",
+    "kernel/msgmax": "8192",
+    "kernel/sem": "250 4000 32 16",
+    "fs/mqueue/queues_max": "16",
+    "fs/mqueue/msg_max": "10",
+    "fs/mqueue/msgsize_max": "8192",
+}
 
 
 # ---- framing ------------------------------------------------------------------------------------
@@ -80,6 +111,78 @@ def write_frame(fd: int, message: dict) -> None:
     data = HEADER.pack(len(data)) + data
     while data:
         data = data[os.write(fd, data) :]
+
+
+# ---- the kernel, through libc -------------------------------------------------------------------
+CLONE_NEWNS, CLONE_NEWIPC = 0x00020000, 0x08000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+MNT_DETACH = 0x2
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+IPC_RMID = 0
+
+try:
+    LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - every Linux libc loads
+    LIBC = None
+
+
+def _check(result: int, what: str) -> int:
+    if result == -1:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+    return result
+
+
+def sys_unshare(flags: int) -> None:
+    _check(LIBC.unshare(flags), "unshare")
+
+
+def sys_mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(
+        LIBC.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}"
+    )
+
+
+def sys_umount(target: str, flags: int = 0) -> None:
+    _check(LIBC.umount2(target.encode(), flags), f"umount {target}")
+
+
+class CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def drop_bounding_set(cap_last: int) -> None:
+    """Empty the capability bounding set (needs CAP_SETPCAP; without it, left as it is)."""
+    for cap in range(cap_last + 1):
+        LIBC.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+
+
+def drop_all_capabilities() -> None:
+    """Empty the ambient, effective, permitted and inheritable sets."""
+    LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header, data = CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (CapData * 2)()
+    _check(LIBC.capset(ctypes.byref(header), data), "capset")
+
+
+def tmpfs_options(size_mb: int, inodes: int, mode: str, uid: int | None) -> str:
+    owner = "" if uid is None else f",uid={uid},gid={uid}"
+    return f"size={int(size_mb)}m,nr_inodes={int(inodes)},mode={mode}{owner}"
+
+
+def make_mounts_private() -> None:
+    """In a fresh mount namespace: nothing mounted here propagates anywhere else."""
+    sys_mount(None, "/", None, MS_REC | MS_PRIVATE, None)
 
 
 # ---- seccomp (x86-64) ---------------------------------------------------------------------------
@@ -129,11 +232,7 @@ class SockFprog(ctypes.Structure):
 def prepare_seccomp():
     """A function installing the filter in the calling process (built once, called in each child),
     or None where the filter is not supported."""
-    if os.uname().machine != "x86_64":
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
+    if os.uname().machine != "x86_64" or LIBC is None:
         return None
     program = seccomp_program()
     buffer = ctypes.create_string_buffer(program, len(program))
@@ -141,9 +240,9 @@ def prepare_seccomp():
     pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
 
     def install() -> bool:
-        if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+        if LIBC.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
             return False
-        return libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) == 0
+        return LIBC.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) == 0
 
     install.keep_alive = (buffer, fprog)  # the kernel copies the program, but only at install time
     return install
@@ -161,20 +260,95 @@ def close_other_fds(keep: tuple[int, ...]) -> None:
                 os.close(fd)
 
 
+# ---- namespaces and mounts ---------------------------------------------------------------------
+PROC_FLAGS = MS_NOSUID | MS_NODEV | MS_NOEXEC
+
+
+def isolate_call_ipc() -> None:
+    """Give the calling process (a call's child, still privileged) an IPC namespace of its own,
+    capped (``CALL_IPC_SYSCTLS``). The kernel frees it, and every object in it, when the call's last
+    process ends; its creation costs tens of microseconds and its teardown runs in the background."""
+    sys_unshare(CLONE_NEWIPC)
+    for name, value in CALL_IPC_SYSCTLS.items():
+        fd = os.open(f"/proc/sys/{name}", os.O_WRONLY)
+        try:
+            os.write(fd, value.encode())
+        finally:
+            os.close(fd)
+
+
+def read_only(path: str) -> None:
+    sys_mount(path, path, None, MS_BIND | MS_REC, None)
+    sys_mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | PROC_FLAGS, None)
+
+
+def private_mount_namespace() -> bool:
+    """Move the template into a mount namespace of its own (so that what it mounts stays in this
+    sandbox, even in the weak modes) and mount there a /proc in which a call sees only its own
+    processes (not bubblewrap's command line nor the template's); False where it may not."""
+    if LIBC is None:
+        return False
+    try:
+        sys_unshare(CLONE_NEWNS)
+        make_mounts_private()
+        try:
+            sys_mount("proc", "/proc", "proc", PROC_FLAGS, "hidepid=invisible")
+        except OSError:  # kernels before 5.8 spell it as a number
+            sys_mount("proc", "/proc", "proc", PROC_FLAGS, "hidepid=2")
+        for name in ("sysrq-trigger", "irq", "bus"):  # read-only, as bubblewrap has them
+            if os.path.exists(f"/proc/{name}"):
+                read_only(f"/proc/{name}")
+    except OSError:
+        return False
+    return True
+
+
+class Scratch:
+    """A call's private file space where the template may mount: a fresh tmpfs (size- and
+    inode-limited, owned by the call's uid) as its working directory and another at /dev/shm, mounted
+    before the call's child is forked and detached after the call. The kernel frees what they held,
+    so no directory a call leaves is ever walked."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.path = os.path.join(config["work_root"], "call")
+        os.makedirs(self.path, mode=0o700, exist_ok=True)
+        self.shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        self.mounted: list[str] = []
+
+    def fresh(self) -> str:
+        config, flags = self.config, MS_NOSUID | MS_NODEV
+        options = tmpfs_options(config["tmpfs_mb"], config["tmpfs_inodes"], "0700", config["drop_uid"])
+        sys_mount("tmpfs", self.path, "tmpfs", flags, options)
+        self.mounted.append(self.path)
+        if self.shm is not None:
+            options = tmpfs_options(config["shm_mb"], config["shm_inodes"], "1777", None)
+            sys_mount("tmpfs", self.shm, "tmpfs", flags | MS_NOEXEC, options)
+            self.mounted.append(self.shm)
+        return self.path
+
+    def release(self) -> None:
+        while self.mounted:
+            sys_umount(self.mounted.pop(), MNT_DETACH)
+
+
+def mount_workspace(config: dict) -> None:
+    options = tmpfs_options(config["workspace_mb"], config["workspace_inodes"], "0700", config["drop_uid"])
+    sys_mount("tmpfs", config["workspace"], "tmpfs", MS_NOSUID | MS_NODEV, options)
+
+
 # ---- the child ----------------------------------------------------------------------------------
-def run_child(
-    config: dict, workdir: str, host_r: int, start_w: int, out_w: int, err_w: int, status_w: int
-) -> None:
+def run_child(config: dict, workdir: str, host_r: int, start_w: int, out_w: int, err_w: int) -> None:
     """Runs in the forked child; never returns.
 
     Everything that does not depend on the request happens at once, while the template is idle;
     then the child sleeps until the host's next request arrives on ``host_r`` (the template's own
     request pipe, which the template leaves alone meanwhile). It reads that one request, closes the
-    pipe before any untrusted code runs, and tells the template the call's limits on ``start_w``.
+    pipe before any untrusted code runs, and tells the template the call's limits on ``start_w``
+    (also closed before the code runs). The code then holds no descriptor of the harness; its exit
+    status is what the kernel reports to the template.
     (A process woken from sleep is scheduled promptly, a freshly forked one is not, and a request
     that goes straight to the child skips a hop: on a busy machine this halves a call's latency.)
-    When the code is done the child closes its output and reports its exit status on ``status_w``,
-    so the template can answer without waiting for the process to be torn down.
     """
     status = 1
     try:
@@ -183,7 +357,9 @@ def run_child(
             signal.signal(sig, signal.SIG_DFL)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        close_other_fds(keep=(host_r, start_w, status_w))
+        close_other_fds(keep=(host_r, start_w))
+        if config.get("call_ipc"):
+            isolate_call_ipc()
         cwd = config.get("workspace") or workdir
         os.chdir(cwd)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -193,6 +369,8 @@ def run_child(
             os.setgroups([])
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)
+        if LIBC is not None:
+            drop_all_capabilities()
         if config["seccomp"] and not config["seccomp"]():
             raise RuntimeError("could not install the seccomp filter")
         os.environ.clear()
@@ -207,6 +385,9 @@ def run_child(
         os._exit(0)  # the host is gone
     try:
         os.close(host_r)
+        if "op" in request:  # a request for the template itself: hand it over, run nothing
+            os.write(start_w, json.dumps({"op": request["op"]}).encode())
+            os._exit(0)
         limits_for_template = {k: request[k] for k in ("timeout", "max_output", "max_processes")}
         os.write(start_w, json.dumps(limits_for_template).encode())
         os.close(start_w)
@@ -255,10 +436,6 @@ def run_child(
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
                 stream.flush()
-        with contextlib.suppress(BaseException):
-            os.close(1)
-            os.close(2)
-            os.write(status_w, bytes([status & 0xFF]))
         os._exit(status & 0xFF)
 
 
@@ -266,19 +443,15 @@ def run_child(
 class Call:
     """A pre-forked child waiting for its request, with its pipes and working directory."""
 
-    def __init__(self, config: dict, number: int, host_r: int):
-        self.workdir = os.path.join(config["work_root"], f"call{number}")
-        os.mkdir(self.workdir, 0o700)
-        if config["drop_uid"] is not None:
-            os.chown(self.workdir, config["drop_uid"], config["drop_uid"])
+    def __init__(self, config: dict, workdir: str, host_r: int):
+        self.workdir = workdir
         self.start_r, start_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
-        self.status_r, status_w = os.pipe()
         self.pid = os.fork()
         if self.pid == 0:
-            run_child(config, self.workdir, host_r, start_w, out_w, err_w, status_w)
-        for fd in (start_w, out_w, err_w, status_w):
+            run_child(config, self.workdir, host_r, start_w, out_w, err_w)
+        for fd in (start_w, out_w, err_w):
             os.close(fd)
         self.pidfd = os.pidfd_open(self.pid)
         self.wait_status: int | None = None
@@ -289,7 +462,7 @@ class Call:
         return self.wait_status
 
     def wait_start(self) -> dict | None:
-        """Block until the child took a request: its limits, or None if it died first."""
+        """Block until the child took a request: its limits (or op), or None if it died first."""
         ready, _, _ = select.select([self.start_r, self.pidfd], [], [])
         if self.start_r in ready:
             message = os.read(self.start_r, 4096)
@@ -304,15 +477,14 @@ class Call:
         return text or f"the call's process ended with status {os.waitstatus_to_exitcode(self.wait())}"
 
     def close(self, leftover_uid: int | None) -> None:
-        """Kill what is left of the call, reap it, wipe its directory."""
-        kill_call(self.pid, leftover_uid)
+        """Kill what is left of the call and reap it (its IPC namespace goes with its last process)."""
+        kill_call(self.pid if self.wait_status is None else None, leftover_uid)  # a reaped pid is not ours
         self.wait()
         if leftover_uid is not None:
             reap_leftovers(leftover_uid)
-        for fd in (self.start_r, self.out_r, self.err_r, self.status_r, self.pidfd):
+        for fd in (self.start_r, self.out_r, self.err_r, self.pidfd):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def kill_call(pid: int | None, uid: int | None) -> None:
@@ -353,42 +525,32 @@ def serve_one(request: dict, call: Call) -> dict:
     out_r, err_r = call.out_r, call.err_r
     buffers: dict[int, bytearray] = {out_r: bytearray(), err_r: bytearray()}
     open_fds = [out_r, err_r]
-    status: int | None = None  # the exit status the child reported
-    watch = [call.status_r, call.pidfd]  # until the child reports or exits
-    timed_out = truncated = False
-    drain_until = None  # once the child is done, leftovers holding the pipes get a short grace
-    while (open_fds or watch) and not truncated:
+    exited = timed_out = truncated = False
+    drain_until = None  # once the child has exited, leftovers holding the pipes get a short grace
+    while (open_fds or not exited) and not truncated:
         now = time.monotonic()
-        if not watch and drain_until is None:
+        if exited and drain_until is None:
             drain_until = now + 0.2
         limit = deadline if drain_until is None else min(deadline, drain_until)
         if now >= limit:
-            timed_out = bool(watch)
+            timed_out = not exited
             break
-        ready, _, _ = select.select(open_fds + watch, [], [], limit - now)
+        watch = open_fds if exited else [*open_fds, call.pidfd]
+        ready, _, _ = select.select(watch, [], [], limit - now)
         for fd in ready:
             if fd == call.pidfd:
-                watch = []
-            elif fd == call.status_r:
-                report = os.read(fd, 16)
-                if len(report) == 1:
-                    status, watch = report[0], []
-                else:  # closed (or garbled) by the code: wait for the exit instead
-                    watch.remove(fd)
-            else:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    open_fds.remove(fd)
-                    continue
-                buffers[fd] += chunk
-                if len(buffers[out_r]) + len(buffers[err_r]) > cap:
-                    truncated = True
-    if status is None:
-        if timed_out or truncated:
-            kill_call(call.pid, None)
-        exit_code = os.waitstatus_to_exitcode(call.wait())
-    else:
-        exit_code = status
+                exited = True
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                open_fds.remove(fd)
+                continue
+            buffers[fd] += chunk
+            if len(buffers[out_r]) + len(buffers[err_r]) > cap:
+                truncated = True
+    if not exited:
+        kill_call(call.pid, None)
+    exit_code = os.waitstatus_to_exitcode(call.wait())  # from the kernel: the code cannot forge it
     stdout = bytes(buffers[out_r][:cap])
     stderr = bytes(buffers[err_r][: cap - len(stdout)])
     return {
@@ -402,30 +564,221 @@ def serve_one(request: dict, call: Call) -> dict:
     }
 
 
+# ---- cleanup where calls share the worker's namespaces --------------------------------------------
+def wipe_tree(top: str, deadline: float, keep_top: bool = False) -> bool:
+    """Remove everything below ``top`` (and ``top`` itself unless ``keep_top``), whatever a call left:
+    any depth (the walk is iterative and moves the working directory, so no path grows long), any
+    modes (directories are opened up first), links (never followed), FIFOs, sockets, odd names.
+    Returns False, with part of the tree left, if ``deadline`` (``time.monotonic()``) passes first.
+    Runs only when the call's processes are gone, so nothing changes the tree meanwhile."""
+    try:
+        mode = os.lstat(top).st_mode
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISDIR(mode):
+        os.unlink(top)
+        return True
+    home = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    names: list[str] = []  # the directories entered below ``top``, outermost first
+    try:
+        _enter(top, mode)
+        while True:
+            subdir = None
+            with os.scandir(".") as entries:
+                for count, entry in enumerate(entries):
+                    if count % 1024 == 1023 and time.monotonic() > deadline:
+                        return False
+                    if entry.is_dir(follow_symlinks=False):
+                        subdir = entry
+                        break
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.name)
+            if subdir is not None:
+                _enter(subdir.name, subdir.stat(follow_symlinks=False).st_mode)
+                names.append(subdir.name)
+                continue
+            if not names:
+                break
+            if time.monotonic() > deadline:
+                return False
+            os.chdir("..")
+            os.rmdir(names.pop())
+    finally:
+        os.fchdir(home)
+        os.close(home)
+    if not keep_top:
+        os.rmdir(top)
+    return True
+
+
+def _enter(path: str, mode: int) -> None:
+    if stat.S_IMODE(mode) & 0o700 != 0o700:
+        os.chmod(path, stat.S_IMODE(mode) | 0o700)  # a directory (lstat), and nothing runs to swap it
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        os.fchdir(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_ipc_objects(uid: int) -> None:
+    """Remove the System V IPC objects and POSIX shared memory and queues the call's ``uid`` owns or
+    created (the call's processes are gone). System V objects go from a helper running as ``uid``."""
+    helper = os.fork()
+    if helper == 0:
+        try:
+            os.setresuid(uid, uid, uid)
+            for kind, remove in (
+                ("shm", lambda i: LIBC.shmctl(i, IPC_RMID, None)),
+                ("msg", lambda i: LIBC.msgctl(i, IPC_RMID, None)),
+                ("sem", lambda i: LIBC.semctl(i, 0, IPC_RMID)),
+            ):
+                for ident in _sysv_ids(kind, uid):
+                    remove(ident)
+        finally:
+            os._exit(0)
+    os.waitpid(helper, 0)
+    for directory in ("/dev/shm", "/dev/mqueue"):
+        with contextlib.suppress(OSError), os.scandir(directory) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid == uid:
+                        if entry.is_dir(follow_symlinks=False):
+                            wipe_tree(entry.path, time.monotonic() + WIPE_BUDGET_S)
+                        else:
+                            os.unlink(entry.path)
+
+
+def _sysv_ids(kind: str, uid: int) -> list[int]:
+    try:
+        with open(f"/proc/sysvipc/{kind}") as f:
+            header, *rows = f.read().splitlines()
+    except OSError:
+        return []
+    columns = header.split()
+    found = []
+    for row in rows:
+        fields = dict(zip(columns, row.split()))
+        with contextlib.suppress(KeyError, ValueError):
+            if int(fields["uid"]) == uid or int(fields["cuid"]) == uid:
+                found.append(int(fields[f"{kind}id" if kind != "sem" else "semid"]))
+    return found
+
+
+class CallSpace:
+    """Where each call works, and the cleanup of what it leaves besides processes.
+
+    Where the template may mount, a ``Scratch`` of fresh tmpfs per call. Elsewhere a new directory
+    under ``work_root`` per call, wiped after the call (directories not wiped within the budget are
+    finished after later calls). Where calls share the worker's IPC namespace, the IPC objects of
+    the calls' uid are removed after each call."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.scratch = Scratch(config) if config["template_mounts"] else None
+        self.pending: list[str] = []
+        self.number = 0
+
+    def fresh(self) -> str:
+        if self.scratch is not None:
+            return self.scratch.fresh()
+        workdir = os.path.join(self.config["work_root"], f"call{self.number}")
+        self.number += 1
+        os.mkdir(workdir, 0o700)
+        if self.config["drop_uid"] is not None:
+            os.chown(workdir, self.config["drop_uid"], self.config["drop_uid"])
+        return workdir
+
+    def clean(self, workdir: str) -> None:
+        if not self.config["call_ipc"] and self.config["drop_uid"] is not None:
+            remove_ipc_objects(self.config["drop_uid"])
+        if self.scratch is not None:
+            self.scratch.release()
+            return
+        self.pending.append(workdir)
+        deadline = time.monotonic() + WIPE_BUDGET_S
+        while self.pending:
+            try:
+                done = wipe_tree(self.pending[0], deadline)
+            except OSError:
+                done = True  # cannot be removed at all (never seen): stop trying
+            if not done:
+                return
+            self.pending.pop(0)
+
+
+# ---- workspace ----------------------------------------------------------------------------------
+def setup_workspace(config: dict) -> None:
+    workspace = config["workspace"]
+    os.makedirs(workspace, exist_ok=True)
+    if config["template_mounts"]:
+        mount_workspace(config)
+    else:
+        os.chmod(workspace, 0o700)
+        if config["drop_uid"] is not None:
+            os.chown(workspace, config["drop_uid"], config["drop_uid"])
+
+
+def reset_workspace(config: dict) -> dict:
+    """An empty workspace: a fresh tmpfs (the old one is freed by the kernel), or a wiped directory."""
+    start = time.monotonic()
+    if not config.get("workspace"):
+        return {"error": "this sandbox has no workspace"}
+    try:
+        if config["template_mounts"]:
+            sys_umount(config["workspace"], MNT_DETACH)
+            mount_workspace(config)
+        else:
+            if not wipe_tree(config["workspace"], start + 30.0, keep_top=True):
+                return {"error": "the workspace could not be emptied within 30 s"}
+            setup_workspace(config)
+    except OSError as exc:
+        return {"error": f"the workspace could not be reset: {exc}"}
+    return {"exit_code": 0, "duration_s": time.monotonic() - start}
+
+
+def run_op(config: dict, op: str) -> dict:
+    if op == "reset_workspace":
+        return reset_workspace(config)
+    return {"error": f"unknown request {op!r}"}
+
+
+# ---- main ---------------------------------------------------------------------------------------
 def main() -> None:
     with contextlib.suppress(BrokenPipeError, EOFError):  # the host went away: end quietly
         serve()
 
 
 def serve() -> None:
-    config = json.loads(sys.argv[1])
     proto_in, proto_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    os.makedirs(config["work_root"], mode=0o711, exist_ok=True)
+    config = read_frame(proto_in)
+    config.setdefault("tmpfs_mb", 64)
+    config.setdefault("tmpfs_inodes", 16_384)
+    config.setdefault("shm_mb", 16)
+    config.setdefault("shm_inodes", 1024)
+    config.setdefault("workspace_mb", 16)
+    config.setdefault("workspace_inodes", 4096)
     with contextlib.suppress(OSError, AttributeError):  # orphans of a call become our children
         pr_set_child_subreaper = 36
-        ctypes.CDLL(None).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+        LIBC.prctl(pr_set_child_subreaper, 1, 0, 0, 0)
     if config["drop_uid"] is not None and (os.getuid() != 0 or not world_readable(sys.prefix)):
         # No privilege to switch uid, or another uid could not read the interpreter (a host Python
         # under /root in the weak modes): the calls keep the sandbox's own uid.
         config["drop_uid"] = None
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            config["cap_last"] = int(f.read())
+    except (OSError, ValueError):
+        config["cap_last"] = 40
+    config["template_mounts"] = private_mount_namespace()
+    if LIBC is not None:  # no process of this sandbox ever gains a capability again (through exec)
+        drop_bounding_set(config["cap_last"])
+    os.makedirs(config["work_root"], mode=0o711, exist_ok=True)
     if config.get("workspace"):
-        os.makedirs(config["workspace"], exist_ok=True)
-        os.chmod(config["workspace"], 0o700)
-        if config["drop_uid"] is not None:
-            os.chown(config["workspace"], config["drop_uid"], config["drop_uid"])
+        setup_workspace(config)
     preloaded = []
     for name in config["preload"]:
         try:
@@ -436,6 +789,13 @@ def serve() -> None:
     if config["seccomp"]:
         install = prepare_seccomp()
         config["seccomp"] = install if install is not None and probe_seccomp(install) else False
+    config["call_ipc"] = probe_call_ipc()
+    if not config["call_ipc"] and config.get("own_ipc_ns") and os.getuid() == 0:
+        # Calls share the worker's IPC namespace: at least no System V segment outlives its last
+        # attachment there (the namespace is the worker's own, never the host's).
+        with contextlib.suppress(OSError), open("/proc/sys/kernel/shm_rmid_forced", "w") as f:
+            f.write("1")
+    space = CallSpace(config)
     write_frame(
         proto_out,
         {
@@ -443,27 +803,37 @@ def serve() -> None:
             "seccomp": bool(config["seccomp"]),
             "drop_uid": config["drop_uid"],
             "preloaded": preloaded,
+            "call_namespaces": {"ipc": config["call_ipc"], "tmpfs": config["template_mounts"]},
         },
     )
-    number = 0
     while True:
-        call = Call(config, number, proto_in)
-        request = call.wait_start()
-        if request is None:  # the child could not set up: answer the request it did not take
+        workdir = space.fresh()
+        call = Call(config, workdir, proto_in)
+        message = call.wait_start()
+        leftover_uid = None
+        if message is None:  # the child could not set up: answer the request it did not take
             select.select([proto_in], [], [], 0.5)
             read_frame(proto_in)  # raises EOFError when the host is gone
             reply = {"error": f"sandbox setup failed: {call.setup_error()}"}
-            request = {}
+        elif "op" in message:  # the child handed the request over and exits: the template runs it
+            call.close(None)
+            reply = run_op(config, message["op"])
         else:
             try:
-                reply = serve_one(request, call)
+                reply = serve_one(message, call)
             except Exception as exc:
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
+            # With a process limit of 1 the call could not fork: its own process group was all there was.
+            if message.get("max_processes", 1) > 1:
+                leftover_uid = config["drop_uid"]
         write_frame(proto_out, reply)
-        # After answering: clean up (with a process limit of 1 the call could not fork, so its own
-        # process group was all there was); the next turn of the loop forks the next child.
-        call.close(config["drop_uid"] if request.get("max_processes", 1) > 1 else None)
-        number += 1
+        # After answering: clean up; the next turn of the loop forks the next child.
+        try:
+            call.close(leftover_uid)
+            space.clean(workdir)
+        except Exception as exc:  # never let a call's leftovers end the worker
+            with contextlib.suppress(OSError):
+                os.write(2, f"sandbox cleanup: {exc!r}\n".encode())
 
 
 def world_readable(path: str) -> bool:
@@ -482,6 +852,21 @@ def probe_seccomp(install) -> bool:
     pid = os.fork()
     if pid == 0:
         os._exit(0 if install() else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
+def probe_call_ipc() -> bool:
+    """Whether a call's child can get an IPC namespace of its own here (tried in a throw-away child)."""
+    if LIBC is None:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        try:
+            isolate_call_ipc()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0
 
