@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 MODES = ("bwrap", "unshare", "none")
 TEMPLATE = Path(__file__).with_name("template.py")
 SANDBOX_TEMPLATE = "/opt/gem-sandbox/template.py"  # where bwrap shows the template inside
+MQUEUE_DIR = "/opt/gem-sandbox/ipc/mqueue"  # the template's (root-only) view of the worker's queues
 # Capabilities the template keeps inside bwrap (root only): switch uid, own and wipe the call's
 # directory, signal the call's processes, give each call namespaces and mounts of its own, and empty
 # the call's capability bounding set. Every call drops all of them before its code runs.
@@ -70,7 +71,9 @@ def python_roots() -> list[str]:
     return [r for r in kept if r not in ("/", "/usr")]
 
 
-def bwrap_options(tmpfs_mb: int, workspace: str | None = None, workspace_mb: int = 0) -> list[str]:
+def bwrap_options(
+    tmpfs_mb: int, workspace: str | None = None, workspace_mb: int = 0, shm_mb: int = 16
+) -> list[str]:
     """bwrap's options (everything between ``bwrap`` and the command) but the template and the final
     read-only remount of the root."""
     cmd = [
@@ -103,7 +106,10 @@ def bwrap_options(tmpfs_mb: int, workspace: str | None = None, workspace_mb: int
     cmd += [
         "--proc", "/proc",
         "--dev", "/dev",
-        "--mqueue", "/dev/mqueue",
+        "--perms", "1777", "--size", str(shm_mb * 1024 * 1024), "--tmpfs", "/dev/shm",
+        # The worker's POSIX message queues, listed by the template only (where calls share the
+        # worker's IPC namespace, it removes the calls' queues after each call).
+        "--perms", "0700", "--dir", MQUEUE_DIR.rsplit("/", 1)[0], "--mqueue", MQUEUE_DIR,
         "--size", str(tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
     ]  # fmt: skip
     if workspace:
@@ -130,7 +136,12 @@ def unshare_prefix() -> list[str]:
 
 
 def spawn(
-    mode: str, tmpfs_mb: int = 64, workspace: str | None = None, workspace_mb: int = 0, **popen: Any
+    mode: str,
+    tmpfs_mb: int = 64,
+    workspace: str | None = None,
+    workspace_mb: int = 0,
+    shm_mb: int = 16,
+    **popen: Any,
 ) -> subprocess.Popen:
     """Start one template process in ``mode`` (``popen``: ``subprocess.Popen``'s keyword arguments).
 
@@ -146,7 +157,7 @@ def spawn(
     template_fd = _memory_file("gem-sandbox-template", TEMPLATE.read_bytes())
     try:
         options = [
-            *bwrap_options(tmpfs_mb, workspace, workspace_mb),
+            *bwrap_options(tmpfs_mb, workspace, workspace_mb, shm_mb),
             "--perms", "0444", "--file", str(template_fd), SANDBOX_TEMPLATE,
             "--remount-ro", "/", "--chdir", "/tmp",
         ]  # fmt: skip

@@ -78,13 +78,14 @@ class WorkerError(RuntimeError):
 class _Worker:
     """One template process and its framed pipe protocol."""
 
-    def __init__(self, mode: str, config: dict[str, Any], tmpfs_mb: int, workspace_mb: int):
+    def __init__(self, mode: str, config: dict[str, Any]):
         self.proc: subprocess.Popen = _SPAWNER.submit(
             launcher.spawn,
             mode,
-            tmpfs_mb,
+            config["tmpfs_mb"],
             config.get("workspace"),
-            workspace_mb,
+            config["workspace_mb"],
+            config["shm_mb"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=launcher.HOST_ENV,
@@ -228,7 +229,7 @@ class SandboxPool:
             "workspace_inodes": files(self._workspace_mb),
             "own_ipc_ns": self.mode in ("bwrap", "unshare"),
         }
-        return _Worker(self.mode, config, self._tmpfs_mb, self._workspace_mb)
+        return _Worker(self.mode, config)
 
     def _replace(self, slot: int) -> None:
         self._workers[slot].kill()

@@ -73,6 +73,7 @@ CHILD_ENV = {
     "MKL_NUM_THREADS": "1",
 }
 SOURCE_NAME = "<python>"
+MQUEUE_DIR = "/opt/gem-sandbox/ipc/mqueue"  # bubblewrap mounts the worker's message queues there
 WIPE_BUDGET_S = 1.0  # per call, for the fallback's directory wipe (what is left waits for later calls)
 # Caps of a call's own IPC namespace (per namespace in the kernel): no System V segment outlives its
 # last attachment, and queues and semaphore sets hold a few megabytes at most.
@@ -638,7 +639,7 @@ def remove_ipc_objects(uid: int) -> None:
         finally:
             os._exit(0)
     os.waitpid(helper, 0)
-    for directory in ("/dev/shm", "/dev/mqueue"):
+    for directory in ("/dev/shm", MQUEUE_DIR):
         with contextlib.suppress(OSError), os.scandir(directory) as entries:
             for entry in entries:
                 with contextlib.suppress(OSError):
@@ -661,7 +662,7 @@ def _sysv_ids(kind: str, uid: int) -> list[int]:
         fields = dict(zip(columns, row.split()))
         with contextlib.suppress(KeyError, ValueError):
             if int(fields["uid"]) == uid or int(fields["cuid"]) == uid:
-                found.append(int(fields[f"{kind}id" if kind != "sem" else "semid"]))
+                found.append(int(fields[{"shm": "shmid", "msg": "msqid", "sem": "semid"}[kind]]))
     return found
 
 

@@ -1,0 +1,374 @@
+"""The sandbox against what a call can leave behind or forge: IPC objects, shared memory, a forged exit
+status, cleanup bombs (deep, wide, locked, looping, odd), and what /proc shows about the harness.
+
+Every case: contained, bounded in time, the pool healthy after (no worker replaced), the next call
+clean. Runs in the real sandbox (bubblewrap; CI installs it and runs as root).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import gem_core
+from gem_core.tools.python import PythonTool
+from gem_core.tools.sandbox import SandboxLimits, SandboxPool, detect_mode, launcher
+from gem_core.wrappers.tools import ToolEnvWrapper
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(detect_mode() != "bwrap", reason="the security suite needs bubblewrap"),
+]
+
+TIMEOUT = 3.0
+BOUND = TIMEOUT + 3.0  # a contained call ends within its limit plus the cleanup
+NEXT_CALL_BOUND = 1.0  # the call after an attack: what the attack left must not delay it
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    limits = SandboxLimits(timeout=TIMEOUT, memory_mb=256, max_output=65_536, max_processes=1)
+    with SandboxPool(size=2, limits=limits) as p:
+        yield p
+        assert p.run("print(6 * 7)").stdout == "42\n", "the pool must survive the whole suite"
+        assert p.restarts == 0, "no attack may cost a worker"
+
+
+def timed(pool: SandboxPool, code: str, **limits):
+    start = time.monotonic()
+    result = pool.run(code, **limits)
+    elapsed = time.monotonic() - start
+    assert elapsed < BOUND, f"the call took {elapsed:.1f} s"
+    assert result.error is None, result.error
+    return result
+
+
+def every_worker(pool: SandboxPool, code: str, **limits) -> list:
+    """Run ``code`` once on each worker: the calls overlap (each sleeps a little after its code), so
+    each holds a worker of its own."""
+    results: list = [None] * pool.size
+
+    def one(i: int) -> None:
+        results[i] = pool.run(code + "\nimport time\ntime.sleep(0.3)\n", **limits)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(pool.size)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert time.monotonic() - start < BOUND
+    return results
+
+
+def assert_healthy_and_clean(pool: SandboxPool) -> None:
+    """The next calls (on every worker) are fast, see an empty working directory, no IPC object, an
+    empty /dev/shm and only their own process."""
+    check = (
+        "import os\n"
+        "ipc = [line for kind in ('shm', 'msg', 'sem') for line in open('/proc/sysvipc/' + kind)"
+        ".read().splitlines()[1:]]\n"
+        "pids = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+        "print(os.listdir('.'), os.listdir('/dev/shm'), ipc, len(pids))\n"
+    )
+    start = time.monotonic()
+    r = pool.run(check)  # the worker that ran the attack (the idle queue is last in, first out)
+    elapsed = time.monotonic() - start
+    assert r.ok, (r.error, r.stderr)
+    assert r.stdout == "[] [] [] 1\n", r.stdout
+    assert elapsed < NEXT_CALL_BOUND, f"the next call took {elapsed:.2f} s"
+    for r in every_worker(pool, check):
+        assert r.ok and r.stdout == "[] [] [] 1\n", (r.error, r.stdout)
+    assert pool.restarts == 0
+
+
+def test_every_layer_is_on(pool):
+    iso = pool.isolation
+    assert iso["mode"] == "bwrap" and iso["uid_drop"] and iso["seccomp"], iso
+    assert iso["call_namespaces"] == {"ipc": True, "tmpfs": True}, iso
+
+
+def test_calls_hold_no_capability_and_no_harness_descriptor(pool):
+    code = (
+        "import os\n"
+        "status = dict(l.split(':\\t') for l in open('/proc/self/status').read().splitlines() if ':\\t' in l)\n"
+        "print([status[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')])\n"
+        "print(status['NoNewPrivs'].strip(), status['Seccomp'].strip())\n"
+        "print(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))\n"
+    )
+    r = timed(pool, code)
+    caps, flags, fds = r.stdout.splitlines()
+    assert caps == str(["0000000000000000"] * 5), caps
+    assert flags == "1 2"
+    assert fds == "[0, 1, 2, 3]", fds  # stdin, stdout, stderr and the listing's own descriptor
+
+
+# ---- no state survives a call ------------------------------------------------------------------
+SYSV = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+IPC_CREAT, IPC_EXCL = 0o1000, 0o2000
+mode = sys.stdin.read().strip()
+found = []
+if mode == "create":
+    sid = libc.shmget(0x41424344, 4096, IPC_CREAT | 0o666)
+    addr = libc.shmat(sid, None, 0)
+    ctypes.memmove(addr, b"secret-shm", 10)  # stays attached until the call ends
+    mid = libc.msgget(0x41424345, IPC_CREAT | 0o666)
+    class Msg(ctypes.Structure):
+        _fields_ = [("mtype", ctypes.c_long), ("mtext", ctypes.c_char * 16)]
+    assert libc.msgsnd(mid, ctypes.byref(Msg(1, b"secret-msg")), 16, 0) == 0
+    sem = libc.semget(0x41424346, 1, IPC_CREAT | 0o666)
+    print(sid >= 0, mid >= 0, sem >= 0, addr not in (None, 2**64 - 1))
+else:
+    for get, key in ((lambda k: libc.shmget(k, 0, 0), 0x41424344), (lambda k: libc.msgget(k, 0), 0x41424345),
+                     (lambda k: libc.semget(k, 0, 0), 0x41424346)):
+        found.append(get(key) >= 0)
+    print(found)
+"""
+
+POSIX = """
+import _posixshmem, ctypes, os, sys
+rt = ctypes.CDLL("librt.so.1", use_errno=True)
+O_CREAT, O_RDWR = 0o100, 0o2
+if sys.stdin.read().strip() == "create":
+    fd = _posixshmem.shm_open("/gem_secret", os.O_CREAT | os.O_RDWR, 0o600)
+    os.write(fd, b"secret-shm")
+    q = rt.mq_open(b"/gem_secret_queue", O_CREAT | O_RDWR, 0o600, None)
+    print(q >= 0, rt.mq_send(q, b"secret-mq", 9, 0) == 0, os.listdir("/dev/shm"))
+else:
+    try:
+        _posixshmem.shm_open("/gem_secret", os.O_RDWR, 0o600)
+        shm_found = True
+    except FileNotFoundError:
+        shm_found = False
+    print([shm_found, rt.mq_open(b"/gem_secret_queue", O_RDWR) >= 0, os.listdir("/dev/shm")])
+"""
+
+
+@pytest.mark.parametrize("script", [SYSV, POSIX], ids=["sysv-shm-msg-sem", "posix-shm-mqueue"])
+def test_ipc_objects_do_not_survive_the_call(pool, script):
+    r = timed(pool, script, stdin="create")
+    assert r.ok, r.stderr
+    assert r.stdout.startswith("True True"), r.stdout
+    for later in every_worker(pool, script, stdin="look"):
+        assert later.ok, later.stderr
+        assert later.stdout.startswith("[False, False"), later.stdout
+        if script is POSIX:
+            assert later.stdout.strip().endswith("[]]"), later.stdout
+    assert_healthy_and_clean(pool)
+
+
+def test_ipc_objects_do_not_reach_another_pool_or_tool_sharing_the_worker():
+    tool_a = PythonTool(timeout=TIMEOUT, workers=1)
+    tool_b = PythonTool(timeout=TIMEOUT, workers=1)
+    assert tool_a.pool is tool_b.pool  # the process-wide shared pool
+    assert tool_a.run(SYSV, stdin="create").stdout.startswith("True True")
+    assert tool_b.run(SYSV, stdin="look").stdout == "[False, False, False]\n"
+    assert tool_a.run(POSIX, stdin="create").stdout.startswith("True True")
+    assert tool_b.run(POSIX, stdin="look").stdout.startswith("[False, False, []]")
+
+
+def test_shared_memory_counts_against_the_call_and_dies_with_it(pool):
+    """With a 256 MB limit: four 100 MB System V segments cannot be pinned (a detached segment is
+    destroyed at once, attached ones count against the address space), and /dev/shm holds 16 MB."""
+    code = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+size, kept, attached = 100 * 1024 * 1024, [], []
+for i in range(4):
+    sid = libc.shmget(0x51000000 + i, size, 0o1000 | 0o600)
+    addr = libc.shmat(sid, None, 0)
+    if addr in (None, 2**64 - 1):
+        print("attach refused", i, ctypes.get_errno())
+        continue
+    ctypes.memset(addr, 1, size)
+    libc.shmdt(ctypes.c_void_p(addr))  # detached: gone at once
+    kept.append(libc.shmget(0x51000000 + i, 0, 0) >= 0)
+print("kept", kept)
+for i in range(4):  # all attached at once: past the address-space limit
+    sid = libc.shmget(0x52000000 + i, size, 0o1000 | 0o600)
+    addr = libc.shmat(sid, None, 0)
+    attached.append(addr not in (None, 2**64 - 1))
+print("attached", attached)
+try:
+    for i in range(8):  # 8 MB files (a file may hold 16 MB): /dev/shm holds 16 MB in all
+        with open(f"/dev/shm/big{i}", "wb") as f:
+            f.write(b"x" * 8 * 1024 * 1024)
+    print("wrote 64 MB to /dev/shm")
+except OSError as exc:
+    print("shm full", exc.errno)
+"""
+    before = _host_shmem_kb()
+    r = timed(pool, code)
+    assert r.ok, r.stderr
+    assert "kept [False, False, False, False]" in r.stdout, r.stdout
+    assert "attached [True, True, False, False]" in r.stdout, r.stdout
+    assert "shm full 28" in r.stdout, r.stdout  # ENOSPC
+    time.sleep(0.5)  # the call's IPC namespace is freed in the background
+    assert _host_shmem_kb() - before < 150_000, "shared memory outlived the call"
+    assert_healthy_and_clean(pool)
+
+
+def _host_shmem_kb() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Shmem:"):
+            return int(line.split()[1])
+    raise AssertionError("no Shmem in /proc/meminfo")
+
+
+# ---- the exit status cannot be forged ----------------------------------------------------------
+FORGE = """
+import os, time
+for fd in range(3, 1024):
+    for data in (b"\\x00", b"\\x00" * 16, b"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x02{}", b"0"):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+time.sleep(0.05)
+"""
+CRASHES = {
+    "abort": "os.abort()",
+    "sigkill": "import signal\nos.kill(os.getpid(), signal.SIGKILL)",
+    "segfault": "import ctypes\nctypes.string_at(0)",
+    "exit 1": "os._exit(1)",
+    "sys.exit": "raise SystemExit(3)",
+    "exception": "raise RuntimeError('crash')",
+    "close and crash": "os.closerange(0, 1024)\nos.abort()",
+}
+
+
+@pytest.mark.parametrize("crash", CRASHES)
+def test_a_forged_status_never_makes_a_crash_ok(pool, crash):
+    r = timed(pool, FORGE + CRASHES[crash])
+    assert not r.ok and r.exit_code != 0, r
+    assert_healthy_and_clean(pool)
+
+
+def test_a_forged_status_earns_no_tool_success_reward():
+    tool = PythonTool(timeout=TIMEOUT, workers=1)
+    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v0-easy"), [tool], tool_success_reward=0.25)
+    try:
+        env.reset(seed=0)
+        for crash in ("os.abort()", "import ctypes\nctypes.string_at(0)"):
+            _, reward, _, _, info = env.step(f"<python>{FORGE}{crash}</python>")
+            assert reward <= 0.0 and not info["tool_ok"], (reward, info)
+        _, reward, _, _, info = env.step("<python>print(1)</python>")
+        assert reward == 0.25 and info["tool_ok"]
+    finally:
+        env.close()
+
+
+# ---- cleanup bombs: nothing a call leaves may fail or delay the next call -------------------------
+BOMBS = {
+    "1100 levels deep": "import os\nfor _ in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\nprint('made')",
+    "3000 levels deep (past PATH_MAX)": (
+        "import os\nfor _ in range(3000):\n    os.mkdir('dd')\n    os.chdir('dd')\nprint('made')"
+    ),
+    "deep and locked": (
+        "import os\nfor _ in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\n"
+        "for _ in range(1200):\n    os.chdir('..')\n    os.chmod('d', 0)\nprint('made')"
+    ),
+    "as many files as it can": (
+        "import os\nn = 0\ntry:\n    while True:\n        open(f'f{n}', 'w').close()\n        n += 1\n"
+        "except OSError as exc:\n    print('stopped', n, exc.errno)"
+    ),
+    "as many directories as it can": (
+        "import os\nn = 0\ntry:\n    while True:\n        os.mkdir(f'd{n}')\n        n += 1\n"
+        "except OSError as exc:\n    print('stopped', n, exc.errno)"
+    ),
+    "locked modes": (
+        "import os\nos.makedirs('a/b/c')\nopen('a/b/c/f', 'w').write('x')\n"
+        "os.chmod('a/b/c', 0)\nos.chmod('a/b', 0)\nos.chmod('a', 0)\nos.chmod('.', 0o500)\nprint('made')"
+    ),
+    "links, loops, FIFOs, sockets": (
+        "import os, socket\nos.symlink('loop', 'loop')\nos.symlink('.', 'self')\nos.symlink('/', 'root')\n"
+        "os.mkdir('x')\nos.symlink('../x', 'x/up')\nos.mkfifo('fifo')\n"
+        "s = socket.socket(socket.AF_UNIX)\ns.bind('sock')\nos.link('fifo', 'hard')\nprint('made')"
+    ),
+    "odd names": (
+        "import os\nfor name in ['-rf', '\\n', ' ', '..\\n..', '*', '~', 'a' * 255, '\\udcff\\udcfe']:\n"
+        "    open(name, 'w').close()\nos.mkdir('\\x01dir')\nprint('made')"
+    ),
+    "full tmpfs": "open('big', 'wb').write(b'x' * 200 * 1024 * 1024)",
+    "in TMPDIR and /dev/shm": (
+        "import os\nos.chdir(os.environ['TMPDIR'])\nfor _ in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\n"
+        "os.chdir('/dev/shm')\nfor _ in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\nprint('made')"
+    ),
+    "left open by a forked child": (
+        "import os, time\nif os.fork() == 0:\n    os.chdir('.')\n    fd = os.open('.', os.O_RDONLY)\n    time.sleep(60)\n"
+        "for _ in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\nprint('made')"
+    ),
+}
+
+
+@pytest.mark.parametrize("bomb", BOMBS)
+def test_cleanup_bombs_are_contained(pool, bomb):
+    max_processes = 4 if "forked" in bomb else 1
+    r = timed(pool, BOMBS[bomb], max_processes=max_processes)
+    assert r.error is None
+    assert_healthy_and_clean(pool)
+
+
+def test_the_inode_cap_stops_a_file_flood_early(pool):
+    r = timed(pool, BOMBS["as many files as it can"])
+    stopped, count, errno = r.stdout.split()
+    assert stopped == "stopped" and int(count) < 20_000 and errno == "28", r.stdout  # ENOSPC
+    assert_healthy_and_clean(pool)
+
+
+def test_a_pool_without_call_namespaces_still_cleans_up(monkeypatch):
+    """The fallback (no mounts, no IPC namespace per call, as where the template lacks privileges):
+    the iterative wipe and the removal of the uid's IPC objects, same guarantees, same bombs."""
+    monkeypatch.setattr(
+        launcher, "TEMPLATE_CAPS", tuple(c for c in launcher.TEMPLATE_CAPS if c != "CAP_SYS_ADMIN")
+    )
+    limits = SandboxLimits(timeout=TIMEOUT, memory_mb=256, max_output=65_536)
+    with SandboxPool(size=1, limits=limits) as p:
+        assert p.isolation["call_namespaces"] == {"ipc": False, "tmpfs": False}
+        for script in (SYSV, POSIX):
+            assert p.run(script, stdin="create").stdout.startswith("True True")
+            assert p.run(script, stdin="look").stdout.startswith("[False, False")
+        for bomb in (
+            "1100 levels deep",
+            "3000 levels deep (past PATH_MAX)",
+            "deep and locked",
+            "locked modes",
+            "links, loops, FIFOs, sockets",
+            "odd names",
+        ):
+            r = timed(p, BOMBS[bomb])
+            assert r.error is None, bomb
+            start = time.monotonic()
+            after = p.run("import os\nprint(os.listdir('.'))")
+            assert after.stdout == "[]\n" and time.monotonic() - start < BOUND, (bomb, after)
+        assert p.restarts == 0
+
+
+# ---- what the sandbox shows of the harness --------------------------------------------------------
+def test_proc_shows_only_the_call_and_no_host_path_or_configuration(pool):
+    code = (
+        "import os, glob\n"
+        "print(sorted(p for p in os.listdir('/proc') if p.isdigit()) == [str(os.getpid())])\n"
+        "print(os.path.exists('/proc/1/cmdline'))\n"
+        "text = open('/proc/self/mountinfo').read() + open('/proc/self/cmdline').read()\n"
+        "for path in glob.glob('/proc/*/cmdline'):\n"
+        "    text += open(path).read()\n"
+        "print(text)\n"
+    )
+    r = timed(pool, code)
+    own_only, pid1, text = r.stdout.split("\n", 2)
+    assert own_only == "True" and pid1 == "False", r.stdout
+    template = str(launcher.TEMPLATE)
+    for secret in (template, "gem_core", "drop_uid", "--ro-bind", "--cap-add", "bwrap"):
+        assert secret not in text, secret
+    # The directories above the interpreter's are traversable, never listable.
+    r = timed(pool, f"import os\nos.listdir({str(PROJECT)!r})")
+    assert not r.ok and "PermissionError" in r.stderr
