@@ -364,7 +364,11 @@ class PayloadLimit:
         if scope["type"] == "http":
             await self._http(scope, receive, send)
         elif scope["type"] == "websocket":
-            await self.app(scope, self._websocket_receive(receive, send), send)
+            from starlette.websockets import WebSocketDisconnect
+
+            # openenv-core's handler closing a socket the client already dropped raises: nothing to do.
+            with contextlib.suppress(WebSocketDisconnect):
+                await self.app(scope, self._websocket_receive(receive, send), send)
         else:
             await self.app(scope, receive, send)
 

@@ -3,6 +3,7 @@ client and our ``Env`` client, concurrent and killed sessions, faulty envs, bad 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -68,10 +69,8 @@ def http(url: str, method: str = "GET", body: bytes | None = None, content_type:
 
 def ws_request(ws, message) -> dict:
     """Send one message, return the reply (or the error a server sent before closing the connection)."""
-    try:
+    with contextlib.suppress(ConnectionClosed):
         ws.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
-    except ConnectionClosed:
-        pass
     return json.loads(ws.recv(timeout=30))
 
 
@@ -119,7 +118,9 @@ def test_openenv_client_plays_full_episodes_like_in_process(guess_server):
 def test_http_reset_is_seeded_and_stateless_step_is_a_json_error(guess_server):
     status, body = http(guess_server.url + "/reset", "POST", json.dumps({"seed": 4}).encode())
     assert status == 200 and body["observation"]["text"] == play_local(GUESS, 4)[0][0]
-    status, body = http(guess_server.url + "/step", "POST", json.dumps({"action": {"action": "\\boxed{1}"}}).encode())
+    status, body = http(
+        guess_server.url + "/step", "POST", json.dumps({"action": {"action": "\\boxed{1}"}}).encode()
+    )
     assert status == 409 and "/ws" in body["detail"]
 
 
@@ -214,7 +215,9 @@ def test_malformed_and_oversized_websocket_messages_get_errors_and_the_session_l
 
         assert error_code("{not json") == "INVALID_JSON"
         assert error_code({"type": "dance"}) == "UNKNOWN_TYPE"
-        assert error_code({"type": "step", "data": {"action": "\\boxed{5}"}}) == "EXECUTION_ERROR"  # no reset yet
+        assert (
+            error_code({"type": "step", "data": {"action": "\\boxed{5}"}}) == "EXECUTION_ERROR"
+        )  # no reset yet
         assert error_code({"type": "reset", "data": {"seed": "abc"}}) == "EXECUTION_ERROR"
         assert error_code({"type": "step", "data": {"nope": 1}}) == "VALIDATION_ERROR"
         assert error_code({"type": "step", "data": {"action": 5}}) == "VALIDATION_ERROR"
@@ -224,7 +227,10 @@ def test_malformed_and_oversized_websocket_messages_get_errors_and_the_session_l
         assert json.loads(ws.recv(timeout=30))["data"]["code"] == "PAYLOAD_TOO_LARGE"
         # The same session still plays.
         reply = ws_request(ws, {"type": "reset", "data": {"seed": 5}})
-        assert reply["type"] == "observation" and reply["data"]["observation"]["text"] == play_local(GUESS, 5)[0][0]
+        assert (
+            reply["type"] == "observation"
+            and reply["data"]["observation"]["text"] == play_local(GUESS, 5)[0][0]
+        )
         reply = ws_request(ws, {"type": "step", "data": {"action": ACTIONS[0]}})
         assert reply["type"] == "observation" and reply["data"]["reward"] == play_local(GUESS, 5)[1][1]
 
@@ -237,7 +243,12 @@ def test_bad_http_requests_get_json_errors_and_the_server_keeps_serving(guess_se
     assert status == 422
     status, body = http(url + "/reset", "POST", b"x" * (2 << 20))
     assert status == 413 and body["code"] == "PAYLOAD_TOO_LARGE"
-    call = {"jsonrpc": "2.0", "method": "tools/call", "params": {"session_id": "no-such-session", "name": "x"}, "id": 1}
+    call = {
+        "jsonrpc": "2.0",
+        "method": "tools/call",
+        "params": {"session_id": "no-such-session", "name": "x"},
+        "id": 1,
+    }
     status, body = http(url + "/mcp", "POST", json.dumps(call).encode())
     assert status == 200 and "Unknown session_id" in body["error"]["message"]
     status, body = http(url + "/nowhere")
@@ -278,7 +289,7 @@ def test_an_env_that_raises_affects_only_its_session(moody_server):
     try:
         broken.reset(seed=1)
         other.reset(seed=2)
-        with pytest.raises(OpenEnvError, match="ValueError.*broke on purpose"):
+        with pytest.raises(OpenEnvError, match=r"ValueError.*broke on purpose"):
             broken.step("raise")
         assert other.step("1")[4]["t"] == 1
         with pytest.raises(OpenEnvError, match="send a reset"):
@@ -340,7 +351,12 @@ def test_shutdown_closes_sessions_and_leaves_no_process_behind(moody_server):
     env.reset(seed=0)
     env.step("<python>print(1)</python>")
     hung.reset(seed=0)
-    threading.Thread(target=lambda: pytest.raises(OpenEnvError, hung.step, "hang"), daemon=True).start()
+
+    def hang() -> None:
+        with pytest.raises(OpenEnvError):
+            hung.step("hang")
+
+    threading.Thread(target=hang, daemon=True).start()
     time.sleep(0.3)
     children = descendants(moody_server.proc.pid)
     assert children, "the sandbox workers should be running"
@@ -361,7 +377,7 @@ def test_idle_sessions_expire():
         try:
             env.reset(seed=0)
             time.sleep(7)  # openenv-core's reaper looks every 5 s at the earliest
-            with pytest.raises(OpenEnvError, match="session has ended.*expire"):
+            with pytest.raises(OpenEnvError, match=r"session has ended.*expire"):
                 env.step(ACTIONS[0])
             # A new session (the next reset reconnects only after a broken connection, so open one).
             fresh = OpenEnvClientEnv(server.url)
@@ -378,7 +394,9 @@ def test_wrappers_and_env_kwargs_are_applied_per_session():
     with support.running(argv) as server:
         from gem_core.wrappers import ConcatObservations, TimeLimit
 
-        local = ConcatObservations(TimeLimit(gem_core.make("game:GuessTheNumber-v0", max_turns=9), max_turns=2))
+        local = ConcatObservations(
+            TimeLimit(gem_core.make("game:GuessTheNumber-v0", max_turns=9), max_turns=2)
+        )
         env = OpenEnvClientEnv(server.url)
         try:
             for seed in (0, 1):
@@ -418,7 +436,11 @@ def test_our_client_wraps_a_third_party_openenv_server():
 # ---- the CLI ------------------------------------------------------------------------------------
 def gem(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "gem_core.cli", *args], capture_output=True, text=True, timeout=120, cwd=support.REPO
+        [sys.executable, "-m", "gem_core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=support.REPO,
     )
 
 
@@ -456,5 +478,7 @@ def test_gem_core_stays_light():
         "env = gem_core.make('openenv:http://127.0.0.1:9')\n"
         "print(type(env).__name__, any(m == 'openenv' or m.startswith('openenv.') for m in sys.modules))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=support.REPO)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=support.REPO
+    )
     assert proc.stdout.split() == ["OpenEnvClientEnv", "False"], proc.stderr
