@@ -126,7 +126,8 @@ def main() -> None:
         except ImportError:
             print("Ray is not installed (pip install 'gem-core[ray]'): skipping the Ray backend")
         else:
-            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+            # address="local": a Ray of its own, even where a cluster already runs on this machine
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
             names.append("ray")
 
     work = calibrate(args.step_ms / 1000)

@@ -1,20 +1,31 @@
 import os
+import socket
 
 import pytest
 
-# Tests never reach a model or dataset hub.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests never reach a model or dataset hub, whatever the machine's environment says.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+
+@pytest.fixture
+def closed_port():
+    """A local TCP port that refuses connections while the test runs: bound, never listening (a port
+    assumed closed, such as 9, may be open on some machine)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
 
 
 @pytest.fixture(params=[True, False], ids=["HF_HUB_OFFLINE", "no-network"])
 def hub_unreachable(request, monkeypatch):
     """The Hub cannot be reached: HF_HUB_OFFLINE set (the tests' default), or unset with the Hub
-    endpoint on a closed local port and no proxy, so the Hub probe itself must notice."""
+    endpoint on a local port that refuses connections and no proxy, so the Hub probe itself must notice."""
     if not request.param:
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
         for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
             monkeypatch.delenv(proxy, raising=False)
-        monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{request.getfixturevalue('closed_port')}")
+

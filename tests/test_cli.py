@@ -218,10 +218,13 @@ def test_eval_through_an_openai_compatible_server_matches_local(tmp_path, tiny_m
 
 
 # ---- one-line errors ----------------------------------------------------------------------------
-def test_errors_are_one_line_with_status_2(tmp_path):
+def test_errors_are_one_line_with_status_2(tmp_path, closed_port):
     cases = {
         "unknown env": (["--model", "random", "--env", "game:GuessTheNumbr-v0-easy"], "Did you mean"),
-        "bad endpoint": (["--model", "http://127.0.0.1:9", "--env", GUESS], "cannot reach the endpoint"),
+        "bad endpoint": (
+            ["--model", f"http://127.0.0.1:{closed_port}", "--env", GUESS],
+            "cannot reach the endpoint",
+        ),
         "bad model": (["--model", str(tmp_path / "no-such-model"), "--env", GUESS], "cannot load model"),
         "bad tool": (["--model", "random", "--env", GUESS, "--tools", "browser"], "unknown tool"),
     }

@@ -13,9 +13,12 @@ Autoreset modes (as in Gymnasium 1.x):
 
 Fault isolation: an env whose ``step``/``reset`` raises, or exceeds ``step_timeout`` seconds, is
 replaced by a fresh instance from its factory and reset; that step is reported as truncated with
-``info["error"]`` set, so the episode ends visibly instead of vanishing or killing the batch. A backend
-that hosts several envs per worker loses them all when the worker dies; each one the failing call did
-not cover is reported the same way at its next ``step``.
+``info["error"]`` set, so the episode ends visibly instead of vanishing or killing the batch. Only the
+faulty env's episode ends: the others keep theirs (the process and Ray backends restore the envs of a
+worker they must restart from snapshots, see ``gem_core.vector.remote``). An env whose episode is lost
+all the same (e.g. its state could not be snapshot) is reported the same way at its next ``step``.
+A batch step returns within about ``step_timeout`` (plus a second, on the remote backends, for a
+worker that cannot even report its hung calls), except on ``SyncVectorEnv``, which cannot interrupt.
 
 Backends receive calls as plain data, so that they can cross a process boundary:
 ``("reset", seed, kwargs)``, ``("step", action)``, ``("sample",)`` and ``("get_attr", name)``.

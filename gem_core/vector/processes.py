@@ -8,8 +8,11 @@ interpreter, not a copy of this one) preloads the worker code. A worker talks to
 pipe. Workers are daemons: they end with the parent, and their envs may start subprocesses but not
 ``multiprocessing`` children.
 
-A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-file on its pipe; a
-worker whose calls overran ``step_timeout`` is killed. Either way it is started anew with fresh envs.
+A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-file on its pipe (or,
+between batches, as a pipe with something to read before anything was asked); one that answers
+nothing past ``step_timeout`` is killed. Either way it is started anew and its envs are restored from
+their snapshots (see ``gem_core.vector.remote``). A call that merely overran ``step_timeout`` costs
+only its own env: the worker abandons it to its thread.
 """
 
 from __future__ import annotations
@@ -49,33 +52,40 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
             return len(os.sched_getaffinity(0))
         return os.cpu_count() or 1
 
-    def _launch(self, w: int) -> None:
+    def _launch(self, h: int, w: int) -> None:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(
-            target=_worker_main, args=(child, self._payloads[w]), name=f"gem-vec-worker-{w}", daemon=True
+            target=_worker_main,
+            args=(child, self._payloads[w], self.keep_states),
+            name=f"gem-vec-worker-{w}",
+            daemon=True,
         )
         proc.start()
         child.close()
-        self._procs[w], self._conns[w] = proc, parent
+        self._procs[h], self._conns[h] = proc, parent
 
-    def _await_ready(self, w: int) -> None:
-        conn, proc = self._conns[w], self._procs[w]
+    def _has_started(self, h: int) -> bool:
+        return bool(mpc.wait([self._conns[h], self._procs[h].sentinel], 0))
+
+    def _await_ready(self, h: int) -> None:
+        conn, proc = self._conns[h], self._procs[h]
+        name = proc.name
         if not mpc.wait([conn, proc.sentinel], self.start_timeout):
-            self._kill(w)
-            raise RuntimeError(f"worker {w} did not start within {self.start_timeout}s")
+            self._kill(h)
+            raise RuntimeError(f"{name} did not start within {self.start_timeout}s")
         try:
             status, detail = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
-            status, detail = "error", self._death(w)
+            status, detail = "error", self._death(h)
         if status != "ready":
-            self._kill(w)
-            raise RuntimeError(f"worker {w} could not build its envs: {detail}")
+            self._kill(h)
+            raise RuntimeError(f"{name} could not build its envs: {detail}")
 
-    def _sentinels(self, w: int) -> list[Any]:
-        return [self._procs[w].sentinel]
+    def _sentinels(self, h: int) -> list[Any]:
+        return [self._procs[h].sentinel]
 
-    def _death(self, w: int) -> str:
-        proc = self._procs[w]
+    def _death(self, h: int) -> str:
+        proc = self._procs[h]
         proc.join(timeout=1.0)
         code = proc.exitcode
         if code is None:
@@ -85,8 +95,8 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
                 return f"died (killed by {signal.Signals(-code).name})"
         return f"died (exit code {code})"
 
-    def _kill(self, w: int) -> None:
-        proc, conn = self._procs.pop(w, None), self._conns.pop(w, None)
+    def _kill(self, h: int) -> None:
+        proc, conn = self._procs.pop(h, None), self._conns.pop(h, None)
         if proc is not None:
             proc.kill()
             proc.join(timeout=5.0)
@@ -95,11 +105,11 @@ class ProcessVectorEnv(WorkerPoolVectorEnv):
         if conn is not None:
             conn.close()
 
-    def _shutdown(self, workers: Sequence[int]) -> None:
-        for w in workers:
-            if w in self._procs:
-                self._procs[w].join(timeout=5.0)  # its envs close first
-                self._kill(w)
+    def _shutdown(self, handles: Sequence[int]) -> None:
+        for h in handles:
+            if h in self._procs:
+                self._procs[h].join(timeout=5.0)  # its envs close first
+                self._kill(h)
 
 
 _preloaded = False
@@ -114,11 +124,11 @@ def _preload_forkserver(ctx: Any) -> None:
         ctx.set_forkserver_preload(["__main__", "gem_core.vector.remote"])
 
 
-def _worker_main(conn: mpc.Connection, factories: bytes) -> None:
+def _worker_main(conn: mpc.Connection, factories: bytes, keep_states: bool = False) -> None:
     """A worker process: build the envs, then answer batches until told to stop (or the parent is gone)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
     try:
-        host = EnvHost(factories)
+        host = EnvHost(factories, keep_states)
     except BaseException as exc:
         conn.send_bytes(pickle.dumps(("error", describe(exc))))
         return

@@ -17,8 +17,11 @@ slower than the thread backend, against 1-2% now (``benchmarks/vector_backends.p
 driver on the cluster; where they cannot (a driver connected through Ray Client, ``ray://``),
 ``transport="ray"`` sends each batch as a Ray method call.
 
-An actor that dies (its connection closes; Ray's reason is reported) or whose calls overran
-``step_timeout`` is killed with ``ray.kill`` and replaced by a new actor with fresh envs. Ray is
+An actor that dies (its connection closes; Ray's reason is reported) or answers nothing past
+``step_timeout`` is killed with ``ray.kill`` and replaced by a new actor, and its envs are restored
+from their snapshots; a call that merely overran ``step_timeout`` costs only its own env (see
+``gem_core.vector.remote``). With ``transport="ray"`` an actor's results come back with its batch's
+last message, so an actor that dies mid-batch fails every call of that batch it was running. Ray is
 optional: ``pip install gem-core[ray]``.
 """
 
@@ -51,8 +54,8 @@ class EnvActor:
     """One worker as a Ray actor: its ``EnvHost``, answering over a TCP connection it listens for when
     given an ``authkey``, else through Ray method calls (``run``, ``close``)."""
 
-    def __init__(self, factories: bytes, authkey: bytes | None = None):
-        self.host = EnvHost(factories)
+    def __init__(self, factories: bytes, authkey: bytes | None = None, keep_states: bool = False):
+        self.host = EnvHost(factories, keep_states)
         self.listener = None
         if authkey is not None:
             self.listener = mpc.Listener((import_ray().util.get_node_ip_address(), 0), authkey=authkey)
@@ -110,63 +113,69 @@ class RayVectorEnv(WorkerPoolVectorEnv):
     def _default_num_workers(self) -> int:
         return int(self._ray.cluster_resources().get("CPU", 1))
 
-    def _launch(self, w: int) -> None:
-        actor = self._actor_cls.options(**self._actor_options).remote(self._payloads[w], self._authkey)
-        self._actors[w], self._addresses[w] = actor, actor.address.remote()
+    def _launch(self, h: int, w: int) -> None:
+        actor = self._actor_cls.options(**self._actor_options).remote(
+            self._payloads[w], self._authkey, self.keep_states
+        )
+        self._actors[h], self._addresses[h] = actor, actor.address.remote()
 
-    def _await_ready(self, w: int) -> None:
+    def _has_started(self, h: int) -> bool:
+        ready, _ = self._ray.wait([self._addresses[h]], timeout=0)
+        return bool(ready)
+
+    def _await_ready(self, h: int) -> None:
         ray = self._ray
-        ready, _ = ray.wait([self._addresses[w]], timeout=self.start_timeout)
+        ready, _ = ray.wait([self._addresses[h]], timeout=self.start_timeout)
         if not ready:
-            self._kill(w)
+            self._kill(h)
             raise RuntimeError(
-                f"Ray actor {w} did not start within {self.start_timeout}s: does the cluster have the "
+                f"Ray actor {h} did not start within {self.start_timeout}s: does the cluster have the "
                 f"resources for {self.num_workers} actors with {self._actor_options}?"
             )
         try:
             address = ray.get(ready[0])
         except ray.exceptions.RayError as exc:
-            self._kill(w)
+            self._kill(h)
             cause = str(exc).strip().splitlines()[-1]  # Ray's message ends with the creation error
-            raise RuntimeError(f"Ray actor {w} could not build its envs: {cause}") from exc
+            raise RuntimeError(f"Ray actor {h} could not build its envs: {cause}") from exc
         if self.transport == "ray":
             return
-        self._serving[w] = self._actors[w].serve.remote()
+        self._serving[h] = self._actors[h].serve.remote()
         try:
-            self._conns[w] = mpc.Client(address, authkey=self._authkey)
+            self._conns[h] = mpc.Client(address, authkey=self._authkey)
         except (OSError, EOFError, mpc.AuthenticationError) as exc:
-            self._kill(w)
+            self._kill(h)
             raise RuntimeError(
-                f"could not connect to Ray actor {w} at {address}: {describe(exc)}; where this process "
+                f"could not connect to Ray actor {h} at {address}: {describe(exc)}; where this process "
                 'cannot reach the actors\' nodes, use transport="ray"'
             ) from exc
 
-    def _submit(self, w: int, request: bytes) -> None:
+    def _submit(self, h: int, request: bytes) -> None:
         if self.transport == "ray":
-            self._pending[w] = self._actors[w].run.remote(request)
+            self._pending[h] = self._actors[h].run.remote(request)
         else:
-            super()._submit(w, request)
+            super()._submit(h, request)
 
-    def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
+    def _receive(self, handles: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
         if self.transport == "connection":
-            return super()._receive(workers, timeout)
+            return super()._receive(handles, timeout)
         ray = self._ray
-        owner = {self._pending[w]: w for w in workers}
+        owner = {self._pending[h]: h for h in handles}
         # All at once: the reply of a dead actor is ready too (it raises), and a live actor answers by
         # the step timeout itself, so waiting for every reply never hides a fault for long.
         ready, _ = ray.wait(list(owner), num_returns=len(owner), timeout=timeout)
         replies: dict[int, bytes | str] = {}
         for ref in ready:
-            w = owner[ref]
+            h = owner[ref]
             try:
-                replies[w] = ray.get(ref)
+                replies[h] = ray.get(ref)
             except ray.exceptions.RayError as exc:
-                replies[w] = f"died ({type(exc).__name__})"
+                replies[h] = f"died ({type(exc).__name__})"
         return replies
 
-    def _death(self, w: int) -> str:
+    def _death(self, h: int) -> str:
         ray = self._ray
-        ready, _ = ray.wait([self._serving[w]], timeout=5.0)  # Ray learns of a death a moment later
+        ready, _ = ray.wait([self._serving[h]], timeout=5.0)  # Ray learns of a death a moment later
         if ready:
             try:
                 ray.get(ready[0])
@@ -174,22 +183,22 @@ class RayVectorEnv(WorkerPoolVectorEnv):
                 return f"died ({type(exc).__name__})"
         return "closed its connection"
 
-    def _kill(self, w: int) -> None:
-        actor, conn = self._actors.pop(w, None), self._conns.pop(w, None)
+    def _kill(self, h: int) -> None:
+        actor, conn = self._actors.pop(h, None), self._conns.pop(h, None)
         for calls in (self._addresses, self._serving, self._pending):
-            calls.pop(w, None)
+            calls.pop(h, None)
         if conn is not None:
             conn.close()
         if actor is not None:
             with contextlib.suppress(Exception):
                 self._ray.kill(actor, no_restart=True)
 
-    def _shutdown(self, workers: Sequence[int]) -> None:
+    def _shutdown(self, handles: Sequence[int]) -> None:
         if self.transport == "ray":
-            ending = [self._actors[w].close.remote() for w in workers if w in self._actors]
+            ending = [self._actors[h].close.remote() for h in handles if h in self._actors]
         else:  # told to stop by close(), ``serve`` returns once the envs are closed
-            ending = [self._serving[w] for w in workers if w in self._serving]
+            ending = [self._serving[h] for h in handles if h in self._serving]
         with contextlib.suppress(Exception):
             self._ray.wait(ending, num_returns=len(ending), timeout=5.0)  # their envs close first
-        for w in workers:
-            self._kill(w)
+        for h in handles:
+            self._kill(h)

@@ -4,25 +4,38 @@ The envs are cut into contiguous slices, one per worker. Inside a worker an ``En
 and gives each env a thread of its own, as ``AsyncVectorEnv`` does: steps that wait overlap within the
 worker, and CPU work spreads over the workers. A worker talks to the vector env over one
 ``multiprocessing`` connection (a pipe to a local process, an authenticated TCP socket to a Ray actor):
-one batch of calls in, one reply out (``serve``).
+one batch of calls in; out, the results as they complete (those done within a few milliseconds of
+each other travel together) and a last message when the batch is over (``serve``).
 
 Serialisation: env factories travel to the workers once, with cloudpickle where it is installed (it
 accepts lambdas and classes defined in ``__main__``) and pickle otherwise. Each batch of calls (plain
 tuples, see ``gem_core.vector.base``) goes to a worker as one pickled request (highest protocol), and
-comes back as one reply holding each env's pickled result (observation, reward, flags, info): so
-observations and infos must pickle, and a result that does not is reported as that env's failure.
+each env's result (observation, reward, flags, info) comes back pickled: so observations and infos
+must pickle, and a result that does not is reported as that env's failure.
 
-Faults: an env that raises is rebuilt inside its worker. A call still running at ``step_timeout``
-makes its worker report it, and a worker that died or answers nothing ``_GRACE`` seconds later counts
-the same. Such a worker is killed and started anew with fresh envs: the calls it was running fail with
-the reason, and every other env it hosted lost its episode too; those are reported as failures in the
-same batch when they were part of it, otherwise at their next ``step`` (``VectorEnv._lost``).
+Faults, and why a healthy env never loses its episode to another env's fault:
+
+- An env that raises is rebuilt inside its worker; nothing else is touched.
+- A call still running at ``step_timeout`` is reported by its worker at the timeout, and its env is
+  abandoned to its thread, as in ``AsyncVectorEnv``: a fresh env on a fresh thread takes its place,
+  and the worker's other envs go on. Abandoned calls that are still running ``recycle_hung_after``
+  seconds later (a hung thread may spin forever) get their worker replaced: the replacement starts
+  in the background while the old worker serves on, and takes over between two batches.
+- State snapshots (``keep_states``, on by default): with each result of a ``reset`` or ``step`` a
+  worker sends the env's ``get_state()``, and the vector env keeps the latest one per env. A worker
+  that must be replaced (it died: ``os._exit``, a segfault, the OOM killer; it answers nothing
+  ``_GRACE`` seconds past the timeout; or it is recycled) is started anew and every env it hosted is
+  restored with ``set_state`` from its snapshot, so its episode goes on. Only the calls that were
+  running in a worker when it died fail: any of them may have killed it (results that had come back
+  are kept). An env whose state cannot be snapshot (``get_state`` raises, or the state does not
+  pickle) or restored loses its episode, reported as a failure at its next ``step``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import itertools
 import multiprocessing.connection as mpc
 import pickle
 import sys
@@ -35,8 +48,18 @@ from gem_core.core import Env
 from gem_core.vector.base import Call, EnvFailure, VectorEnv, run_guarded
 from gem_core.vector.threads import _Worker
 
-# Seconds past ``step_timeout`` that a worker gets to report its hung calls before it counts as hung.
-_GRACE = 2.0
+# Seconds past ``step_timeout`` that a worker gets to report its hung calls before it counts as hung
+# itself (it reports them at the timeout; this covers a worker whose every thread is stuck).
+_GRACE = 1.0
+
+# A worker sends results that completed within this many seconds of each other as one message: a
+# batch costs a few messages, not one per env, and a worker that dies takes at most the results of
+# its last few milliseconds with it.
+_FLUSH = 0.005
+
+# Seconds that a worker's background replacement may take to start before the worker is replaced in
+# place instead (a Ray cluster may have no room for one more actor until the old one is gone).
+_SPARE_PATIENCE = 10.0
 
 # The GIL switch interval in a worker process (Python's default is 0.005 s). A worker's env threads doing
 # pure-Python work would otherwise hand the GIL round every 5 ms; at 20 ms the CPU-bound benchmark
@@ -44,6 +67,8 @@ _GRACE = 2.0
 # (-5% to +15%), and its worst run went from 1.62x to 1.76x over sync. A batch step waits for all its
 # calls anyway, so the longer turns do not delay it; threads that wait on I/O release the GIL as before.
 WORKER_SWITCH_INTERVAL = 0.02
+
+_EPISODE_CALLS = ("reset", "step")  # the calls whose failure ends the env's episode
 
 
 def dumps_factories(env_fns: Sequence[Callable[[], Env]]) -> bytes:
@@ -68,65 +93,174 @@ def describe(exc: BaseException) -> str:
     return traceback.format_exception_only(type(exc), exc)[-1].strip()
 
 
+def _dumps(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _Slot:
+    """One env of a worker and the thread that runs its calls. When a call hangs, the whole slot is
+    abandoned (its thread closes the env if the call ever returns) and a new slot takes its place."""
+
+    def __init__(self, factory: Callable[[], Env], name: str, restore: bytes | None = None):
+        self.factory = factory
+        self.thread = _Worker(name)
+        self.env: Env | None = None  # built by the first call that needs it
+        self.state = restore  # the env's latest snapshot
+        self.pending_restore = restore is not None  # restore ``state`` into the env before its next call
+        self.lost: str | None = None  # why the episode is gone: the next step reports it
+        self.snapshots = True  # False once this env's get_state failed: not tried again
+        self.abandoned_at: float | None = None
+
+
 class EnvHost:
     """The envs of one worker, built from their factories, each called on its own thread. Built in a
-    process of its own (a worker), it sets that process's GIL switch interval (``WORKER_SWITCH_INTERVAL``)."""
+    process of its own (a worker), it sets that process's GIL switch interval (``WORKER_SWITCH_INTERVAL``).
+    With ``keep_states`` each result of a reset or step carries the env's pickled ``get_state()``."""
 
-    def __init__(self, factories: bytes):
+    def __init__(self, factories: bytes, keep_states: bool = False):
         sys.setswitchinterval(WORKER_SWITCH_INTERVAL)
-        self.factories: list[Callable[[], Env]] = pickle.loads(factories)
-        self.envs: list[Env | None] = [fn() for fn in self.factories]
-        self.threads = [_Worker(f"gem-env-{k}") for k in range(len(self.envs))]
+        self.keep_states = keep_states
+        self.slots = [_Slot(fn, f"gem-env-{k}") for k, fn in enumerate(pickle.loads(factories))]
+        for slot in self.slots:
+            slot.env = slot.factory()
+        self.abandoned: list[_Slot] = []
 
-    def run(self, request: bytes) -> bytes:
+    def run(self, request: bytes, send: Callable[[bytes], None] | None = None) -> bytes:
         """Run a pickled ``(batch, timeout)``: the calls ``[(k, call), ...]`` go concurrently, each on its
-        env's thread; the answer is the pickled ``{k: pickled result}`` of those done by ``timeout``."""
+        env's thread. Returns the last message of the batch; with ``send``, results that complete before
+        the last ones go ahead through it. A message is the pickled ``(done, end, stale)``: ``done`` maps
+        ``k`` to the pickled ``(result, state)`` of each call finished since the last message; the last
+        one has ``end`` set (the calls missing by then ran past ``timeout`` and their envs were replaced)
+        and ``stale``, how long the oldest abandoned call still running has been abandoned (or None)."""
         batch, timeout = pickle.loads(request)
-        futures = {self.threads[k].submit(self._run, k, call): k for k, call in batch}
-        done, _ = cf.wait(futures, timeout=timeout)
-        replies = {}
-        for future in done:
-            exc = future.exception()  # only a BaseException (SystemExit, ...) escapes _run
-            replies[futures[future]] = self._dumps(EnvFailure(describe(exc))) if exc else future.result()
-        return pickle.dumps(replies, protocol=pickle.HIGHEST_PROTOCOL)
+        start = time.monotonic()
+        deadline = None if timeout is None else start + timeout
+        futures = {
+            self.slots[k].thread.submit(self._run, self.slots[k], call): (k, call) for k, call in batch
+        }
+        pending, ready, last_sent = set(futures), {}, start
+        while pending:
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                break
+            if ready and send is not None and now - last_sent >= _FLUSH:
+                send(_dumps((ready, False, None)))
+                ready, last_sent = {}, now
+            limits = [] if deadline is None else [deadline - now]
+            if ready and send is not None:
+                limits.append(last_sent + _FLUSH - now)
+            done, pending = cf.wait(
+                pending, timeout=min(limits, default=None), return_when=cf.FIRST_COMPLETED
+            )
+            for future in done:
+                exc = future.exception()  # only a BaseException (SystemExit, ...) escapes _run
+                ready[futures[future][0]] = (
+                    _dumps((EnvFailure(describe(exc)), None)) if exc else future.result()
+                )
+        for future in pending:
+            self._abandon(*futures[future])
+        return _dumps((ready, True, self._stale()))
 
     def close(self) -> None:
-        for env, thread in zip(self.envs, self.threads):
-            if env is not None:
-                with contextlib.suppress(Exception):
-                    env.close()
-            thread.shutdown()
+        for slot in self.slots:  # between batches: no call is running on them
+            _close_quietly(slot.env)
+            slot.thread.shutdown()
 
-    def _run(self, k: int, call: Call) -> bytes:
-        env = self.envs[k]
-        if env is None:  # its rebuild failed after the last failure; try again
-            env = self._rebuild(k)
-        if isinstance(env, EnvFailure):
-            return self._dumps(env)
+    # ---- on an env's thread ---------------------------------------------------------------------
+    def _run(self, slot: _Slot, call: Call) -> bytes:
+        kind = call[0]
+        if kind == "set_state":
+            return _dumps((self._restore(slot, call[1]), None))
+        if kind == "reset":
+            slot.lost, slot.pending_restore = None, False
+        elif slot.lost is not None and kind == "step":
+            failure, slot.lost = EnvFailure(slot.lost), None
+            return _dumps((failure, None))
+        env = slot.env
+        if env is None or slot.pending_restore:
+            env = self._build(slot)
+            if isinstance(env, EnvFailure):
+                return _dumps((env, None))
         result = run_guarded(call, env)
+        failed = isinstance(result, EnvFailure)
+        state = (
+            self._snapshot(slot, env) if self.keep_states and kind in _EPISODE_CALLS and not failed else None
+        )
         try:
-            payload = self._dumps(result)
+            payload = _dumps((result, state))
         except Exception as exc:
-            result = EnvFailure(f"the result of {call[0]} does not pickle: {describe(exc)}")
-            payload = self._dumps(result)
-        if isinstance(result, EnvFailure) and call[0] in ("reset", "step"):
-            self._rebuild(k)
+            failed = True
+            payload = _dumps((EnvFailure(f"the result of {kind} does not pickle: {describe(exc)}"), None))
+        if failed and kind in _EPISODE_CALLS:  # the episode is over: a fresh env for the next one
+            slot.env, slot.state = None, None
+            _close_quietly(env)
         return payload
 
-    def _rebuild(self, k: int) -> Env | EnvFailure:
-        old, self.envs[k] = self.envs[k], None
-        if old is not None:
-            with contextlib.suppress(Exception):
-                old.close()
-        try:
-            self.envs[k] = self.factories[k]()
-        except Exception as exc:
-            return EnvFailure(f"could not rebuild the env: {describe(exc)}")
-        return self.envs[k]
+    def _build(self, slot: _Slot) -> Env | EnvFailure:
+        """The slot's env, built if it has none, and given its snapshot if a restore is pending."""
+        if slot.env is None:
+            try:
+                slot.env = slot.factory()
+            except Exception as exc:
+                return EnvFailure(f"could not rebuild the env: {describe(exc)}")
+            slot.snapshots = True
+        if slot.pending_restore:
+            slot.pending_restore = False
+            failure = self._restore(slot, slot.state)
+            if failure is not None:
+                slot.lost = f"lost its episode: {failure}"
+        return slot.env
 
-    @staticmethod
-    def _dumps(result: Any) -> bytes:
-        return pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    def _restore(self, slot: _Slot, state: bytes) -> EnvFailure | None:
+        try:
+            if slot.env is None:
+                slot.env = slot.factory()
+            slot.env.set_state(pickle.loads(state))
+        except Exception as exc:
+            _close_quietly(slot.env)
+            slot.env, slot.state = None, None
+            return EnvFailure(f"could not restore its state: {describe(exc)}")
+        slot.state, slot.lost = state, None
+        return None
+
+    def _snapshot(self, slot: _Slot, env: Env) -> bytes | None:
+        if not slot.snapshots:
+            return None
+        try:
+            slot.state = _dumps(env.get_state())
+        except Exception:
+            slot.snapshots, slot.state = False, None
+        return slot.state
+
+    # ---- on the worker's main thread --------------------------------------------------------------
+    def _abandon(self, k: int, call: Call) -> None:
+        """Call ``call`` on env ``k`` overran the timeout: leave the env to its thread and give the slot
+        a new thread and env (restored from the latest snapshot unless the call ended the episode)."""
+        old = self.slots[k]
+        old.thread.submit(_close_env, old)  # once the hung call returns, if ever
+        old.thread.shutdown()
+        old.abandoned_at = time.monotonic()
+        self.abandoned.append(old)
+        keep = old.state if call[0] not in _EPISODE_CALLS else None
+        self.slots[k] = new = _Slot(old.factory, f"gem-env-{k}", restore=keep)
+        if call[0] not in _EPISODE_CALLS and keep is None:
+            new.lost = f"lost its episode: its {call[0]} call exceeded the step timeout"
+
+    def _stale(self) -> float | None:
+        self.abandoned = [slot for slot in self.abandoned if slot.thread.is_alive()]
+        if not self.abandoned:
+            return None
+        return time.monotonic() - min(slot.abandoned_at for slot in self.abandoned)
+
+
+def _close_quietly(env: Env | None) -> None:
+    if env is not None:
+        with contextlib.suppress(Exception):
+            env.close()
+
+
+def _close_env(slot: _Slot) -> None:
+    _close_quietly(slot.env)
 
 
 def serve(host: EnvHost, conn: mpc.Connection) -> None:
@@ -134,7 +268,7 @@ def serve(host: EnvHost, conn: mpc.Connection) -> None:
     vector env is gone (end-of-file), then close the envs."""
     try:
         while request := conn.recv_bytes():
-            conn.send_bytes(host.run(request))
+            conn.send_bytes(host.run(request, conn.send_bytes))
     except (EOFError, OSError):
         pass  # the vector env is gone
     finally:
@@ -144,11 +278,14 @@ def serve(host: EnvHost, conn: mpc.Connection) -> None:
 class WorkerPoolVectorEnv(VectorEnv):
     """A vector env whose envs live in ``num_workers`` workers; subclasses supply the transport.
 
-    Requests and replies go over ``self._conns[w]``, worker ``w``'s connection. The subclass hooks:
-    ``_launch(w)`` starts worker ``w`` without waiting, ``_await_ready(w)`` waits for it and sets its
-    connection (raising ``RuntimeError`` if it failed), ``_sentinels(w)`` are further handles that
-    become ready when it dies, ``_death(w)`` says why its connection closed, ``_kill(w)`` stops it at
-    once, and ``_shutdown(ws)`` gives workers told to stop a moment to close their envs, then kills them.
+    Worker ``w`` (a slice of the envs) is served by one process or actor at a time, known by a handle
+    ``h`` (a new one each time ``w`` is replaced): ``self._handles[w]``. Requests and replies go over
+    ``self._conns[h]``. The subclass hooks, each given a handle: ``_launch(h, w)`` starts a worker for
+    slice ``w`` without waiting, ``_has_started(h)`` says (without waiting) whether it has started,
+    ``_await_ready(h)`` waits for it and sets its connection (raising ``RuntimeError`` if it failed),
+    ``_sentinels(h)`` are further handles that become ready when it dies, ``_death(h)`` says why its
+    connection closed, ``_kill(h)`` stops it at once, and ``_shutdown(hs)`` gives workers told to stop a
+    moment to close their envs, then kills them.
     """
 
     def __init__(
@@ -156,11 +293,17 @@ class WorkerPoolVectorEnv(VectorEnv):
         env_fns: Sequence[Callable[[], Env]],
         num_workers: int | None = None,
         start_timeout: float = 120.0,
+        keep_states: bool = True,
+        recycle_hung_after: float = 120.0,
         **kwargs: Any,
     ):
         self.num_workers = num_workers
         self.start_timeout = start_timeout
+        self.keep_states = keep_states
+        self.recycle_hung_after = recycle_hung_after
         self._conns: dict[int, mpc.Connection] = {}
+        self._handles: dict[int, int] = {}
+        self._new_handle = itertools.count().__next__
         self._closed = True
         super().__init__(env_fns, **kwargs)
 
@@ -174,10 +317,14 @@ class WorkerPoolVectorEnv(VectorEnv):
         self._slices = [list(range(w * n // workers, (w + 1) * n // workers)) for w in range(workers)]
         self._where = {i: (w, k) for w, ids in enumerate(self._slices) for k, i in enumerate(ids)}
         self._payloads = [dumps_factories([self.env_fns[i] for i in ids]) for ids in self._slices]
-        self._starting: set[int] = set()
+        self._states: list[bytes | None] = [None] * n  # each env's latest snapshot (``keep_states``)
+        self._starting: set[int] = set()  # workers started anew, not awaited yet
+        self._spares: dict[int, tuple[int, float]] = {}  # worker -> (its replacement, launched at)
         self._closed = False
         try:
-            self._restart(range(workers), fresh=True)
+            for w in range(workers):
+                self._handles[w] = self._launch_new(w)
+                self._starting.add(w)
             self._ready(range(workers))
         except BaseException:
             self.close()
@@ -190,120 +337,222 @@ class WorkerPoolVectorEnv(VectorEnv):
         )
 
     def _replace(self, i: int) -> None:
-        """Nothing to do: a worker rebuilds an env that raised, and a restarted worker has fresh envs."""
+        """Nothing to do: a worker rebuilds an env that raised or hung, and restores a restarted worker's."""
 
     def _call(self, calls: Mapping[int, Call], timeout: float | None) -> dict[int, Any]:
         if self._closed:
             raise RuntimeError(f"this {type(self).__name__} is closed")
+        self._swap_spares()
         batches: dict[int, list[int]] = {}
         for i in calls:
             batches.setdefault(self._where[i][0], []).append(i)
+        self._restart_dead(batches)
         self._ready(batches)
+        results: dict[int, Any] = {}
+        for ids in batches.values():  # envs whose restore failed just now: a step reports the loss
+            for i in [i for i in ids if i in self._lost and calls[i][0] in _EPISODE_CALLS]:
+                reason = self._lost.pop(i)
+                if calls[i][0] == "step":
+                    results[i] = EnvFailure(reason)
+                    ids.remove(i)
+        batches = {w: ids for w, ids in batches.items() if ids}
         for w, ids in batches.items():
             batch = [(self._where[i][1], calls[i]) for i in ids]
-            self._submit(w, pickle.dumps((batch, timeout), protocol=pickle.HIGHEST_PROTOCOL))
+            self._submit(self._handles[w], _dumps((batch, timeout)))
 
-        results: dict[int, Any] = {}
-        failed: dict[int, tuple[list[int], str]] = {}  # worker -> (its envs whose call failed, reason)
+        failed: dict[int, str] = {}  # worker -> why it must be replaced
         waiting = set(batches)
         deadline = None if timeout is None else time.monotonic() + timeout + _GRACE
         while waiting:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            replies = self._receive(sorted(waiting), left)
+            owner = {self._handles[w]: w for w in waiting}
+            replies = self._receive(sorted(owner), left)
             if not replies and left == 0.0:  # a worker that cannot even report its hung calls
                 for w in waiting:
-                    failed[w] = (batches[w], f"worker did not answer within the {timeout}s step timeout")
+                    failed[w] = f"did not answer within the {timeout}s step timeout"
                 break
-            for w, reply in replies.items():
-                waiting.discard(w)
+            for h, reply in replies.items():
+                w = owner[h]
                 if isinstance(reply, str):
-                    failed[w] = (batches[w], f"worker {reply} while running this call")
+                    failed[w] = f"{reply} while running this call"
+                    waiting.discard(w)
                     continue
-                done = pickle.loads(reply)
+                done, end, stale = pickle.loads(reply)
+                for k, payload in done.items():
+                    i = self._slices[w][k]
+                    results[i], state = pickle.loads(payload)
+                    self._keep(i, calls[i], results[i], state)
+                if not end:
+                    continue
+                waiting.discard(w)
                 for i in batches[w]:
-                    k = self._where[i][1]
-                    if k in done:
-                        results[i] = pickle.loads(done[k])
-                hung = [i for i in batches[w] if self._where[i][1] not in done]
-                if hung:
-                    failed[w] = (hung, f"step exceeded the {timeout}s step timeout")
+                    if i not in results:  # hung: its worker replaced it
+                        results[i] = EnvFailure(f"{calls[i][0]} exceeded the {timeout}s step timeout")
+                        self._keep(i, calls[i], results[i], None)
+                if stale is not None and stale > self.recycle_hung_after and w not in self._spares:
+                    self._spares[w] = (self._launch_new(w), time.monotonic())
 
-        for w, (culprits, reason) in failed.items():
-            lost = f"lost its episode: its worker was restarted because env(s) {culprits} failed ({reason})"
-            for i in self._slices[w]:
-                why = reason if i in culprits else lost
-                if i in calls:
-                    results[i] = EnvFailure(why)
-                if i not in calls or calls[i][0] not in ("step", "reset"):
-                    self._lost[i] = why  # not reported by this call: reported at the env's next step
-        if failed:
-            self._restart(sorted(failed))
+        for w, reason in failed.items():
+            for i in batches[w]:
+                if i not in results:  # it was running when its worker died: any of these may have killed it
+                    results[i] = EnvFailure(f"worker {reason}")
+                    self._keep(i, calls[i], results[i], None)
+            self._restart(w, f"worker {reason}")
         return results
 
-    def _restart(self, workers: Iterable[int], fresh: bool = False) -> None:
-        """Start workers anew without waiting for them: they boot while the caller gets on with it."""
+    def _keep(self, i: int, call: Call, result: Any, state: bytes | None) -> None:
+        """Keep env ``i``'s snapshot after ``call``: the new one, none after a failure that ended the
+        episode (its env is fresh), and the previous one after calls that do not change the episode."""
+        if call[0] in _EPISODE_CALLS:
+            self._states[i] = None if isinstance(result, EnvFailure) else state
+
+    def _restart_dead(self, workers: Iterable[int]) -> None:
+        """Replace the workers that died since their last batch (nothing to read is pending otherwise):
+        none of their calls was running, so every env they hosted keeps its episode."""
         for w in workers:
-            if not fresh:
-                self._kill(w)
-            self._launch(w)
-            self._starting.add(w)
+            if w in self._starting:
+                continue
+            conn = self._conns.get(self._handles[w])
+            if conn is None:  # Ray method calls: a death shows in the batch's reply
+                continue
+            try:
+                dead = conn.poll()
+            except (OSError, EOFError):
+                dead = True
+            if dead:
+                self._restart(w, f"worker {self._death(self._handles[w])}")
+
+    def _restart(self, w: int, reason: str) -> None:
+        """Start worker ``w`` anew (without waiting for it); ``_ready`` restores its envs' states."""
+        for i in self._slices[w]:
+            if self._states[i] is None:  # nothing to restore: an episode in progress is lost
+                why = "keep_states is off" if not self.keep_states else "its state could not be snapshot"
+                self._lost[i] = f"lost its episode: its {reason} ({why})"
+        spare = self._spares.pop(w, None)
+        if spare is not None:
+            self._kill(spare[0])
+        self._kill(self._handles[w])
+        self._handles[w] = self._launch_new(w)
+        self._starting.add(w)
+
+    def _launch_new(self, w: int) -> int:
+        h = self._new_handle()
+        self._launch(h, w)
+        return h
 
     def _ready(self, workers: Iterable[int]) -> None:
-        for w in sorted(self._starting.intersection(workers)):
-            self._starting.discard(w)
-            self._await_ready(w)
+        todo = set(workers)
+        while starting := sorted(self._starting & todo):  # a restore that fails starts its worker again
+            for w in starting:
+                self._starting.discard(w)
+                self._await_ready(self._handles[w])
+                self._restore(w)
+
+    def _swap_spares(self) -> None:
+        """Hand each worker whose replacement has started over to it (restoring its envs' states); a
+        replacement that takes too long to start replaces its worker in place."""
+        for w, (h, launched) in list(self._spares.items()):
+            if not self._has_started(h) and time.monotonic() - launched < _SPARE_PATIENCE:
+                continue
+            del self._spares[w]
+            old, self._handles[w] = self._handles[w], h
+            self._kill(old)
+            self._starting.add(w)  # awaited (and restored) by _ready when its envs are next called
+
+    def _restore(self, w: int) -> None:
+        """Give a new worker's envs their snapshots; those it cannot restore lose their episodes."""
+        h = self._handles[w]
+        batch = [
+            (k, ("set_state", self._states[i])) for k, i in enumerate(self._slices[w]) if self._states[i]
+        ]
+        if not batch:
+            return
+        self._submit(h, _dumps((batch, self.start_timeout)))
+        done: dict[int, bytes] = {}
+        deadline = time.monotonic() + self.start_timeout + _GRACE
+        reason = None
+        while reason is None:
+            reply = self._receive([h], max(0.0, deadline - time.monotonic())).get(h)
+            if reply is None:
+                reason = "did not answer"
+            elif isinstance(reply, str):
+                reason = reply
+            else:
+                part, end, _ = pickle.loads(reply)
+                done.update(part)
+                if end:
+                    break
+        for k, _ in batch:
+            i = self._slices[w][k]
+            failure = f"its new worker {reason}" if reason is not None else None
+            if reason is None and k in done:
+                result, _ = pickle.loads(done[k])
+                failure = None if result is None else str(result)
+            if failure is not None:
+                self._states[i] = None
+                self._lost[i] = f"lost its episode: {failure}"
+        if reason is not None:  # the new worker is gone too: start it again, fresh (nothing to restore)
+            self._kill(h)
+            self._handles[w] = self._launch_new(w)
+            self._starting.add(w)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        workers = range(len(self._slices))
-        for w in workers:
-            if w in self._conns:
+        for h, _ in self._spares.values():
+            self._kill(h)
+        self._spares.clear()
+        handles = list(self._handles.values())
+        for h in handles:
+            if h in self._conns:
                 with contextlib.suppress(OSError, ValueError):
-                    self._conns[w].send_bytes(b"")  # the request to stop: a worker closes its envs
-        self._shutdown(workers)
+                    self._conns[h].send_bytes(b"")  # the request to stop: a worker closes its envs
+        self._shutdown(handles)
 
     # ---- transport ------------------------------------------------------------------------------
-    def _submit(self, w: int, request: bytes) -> None:
+    def _submit(self, h: int, request: bytes) -> None:
         with contextlib.suppress(OSError, EOFError):
-            self._conns[w].send_bytes(request)  # if it died, _receive sees that and reports it
+            self._conns[h].send_bytes(request)  # if it died, _receive sees that and reports it
 
-    def _receive(self, workers: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
-        """``{w: reply, or the reason it died}`` for the workers that answered by ``timeout``."""
+    def _receive(self, handles: Sequence[int], timeout: float | None) -> dict[int, bytes | str]:
+        """``{h: one message, or the reason it died}`` for the workers that sent one by ``timeout``."""
         owner: dict[Any, int] = {}
-        for w in workers:
-            owner[self._conns[w]] = w
-            owner.update(dict.fromkeys(self._sentinels(w), w))
+        for h in handles:
+            owner[self._conns[h]] = h
+            owner.update(dict.fromkeys(self._sentinels(h), h))
         replies: dict[int, bytes | str] = {}
         for ready in mpc.wait(list(owner), timeout):
-            w = owner[ready]
-            if w in replies:
+            h = owner[ready]
+            if h in replies:
                 continue
-            conn = self._conns[w]
+            conn = self._conns[h]
             try:
-                if conn.poll():  # a dead worker may still have left its reply behind
-                    replies[w] = conn.recv_bytes()
+                if conn.poll():  # a dead worker may still have left messages behind
+                    replies[h] = conn.recv_bytes()
                     continue
             except (EOFError, OSError):
                 pass
-            replies[w] = self._death(w)
+            replies[h] = self._death(h)
         return replies
 
-    def _sentinels(self, w: int) -> list[Any]:
+    def _sentinels(self, h: int) -> list[Any]:
         return []
 
-    def _launch(self, w: int) -> None:
+    def _launch(self, h: int, w: int) -> None:
         raise NotImplementedError
 
-    def _await_ready(self, w: int) -> None:
+    def _has_started(self, h: int) -> bool:
         raise NotImplementedError
 
-    def _death(self, w: int) -> str:
+    def _await_ready(self, h: int) -> None:
         raise NotImplementedError
 
-    def _kill(self, w: int) -> None:
+    def _death(self, h: int) -> str:
         raise NotImplementedError
 
-    def _shutdown(self, workers: Sequence[int]) -> None:
+    def _kill(self, h: int) -> None:
+        raise NotImplementedError
+
+    def _shutdown(self, handles: Sequence[int]) -> None:
         raise NotImplementedError

@@ -4,8 +4,9 @@ Threads do not speed up pure-Python CPU work (the GIL); for that use a process b
 its RNG, so the interleaving of threads never changes an episode.
 
 A call that exceeds ``step_timeout`` cannot be killed (Python threads are not interruptible): its
-thread is abandoned with its env, and a fresh env on a fresh thread takes the slot. Worker threads
-are daemons, so an abandoned, hung env never keeps the interpreter from exiting.
+thread is abandoned with its env (the thread closes the env if the call ever returns), and a fresh env
+on a fresh thread takes the slot. Only that env's episode is lost: every other env runs on a thread of
+its own. Worker threads are daemons, so an abandoned, hung env never keeps the interpreter from exiting.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from gem_core.vector.base import Call, EnvFailure, VectorEnv, run_guarded
 class AsyncVectorEnv(VectorEnv):
     def __init__(self, env_fns: Sequence[Callable[[], Env]], **kwargs: Any):
         self._workers: list[_Worker] = []
+        self._abandoned: dict[int, _Worker] = {}  # env -> the thread still running its hung call
         super().__init__(env_fns, **kwargs)
         self._workers = [self._new_worker(i) for i in range(self.num_envs)]
 
@@ -38,17 +40,25 @@ class AsyncVectorEnv(VectorEnv):
         for i, future in futures.items():
             if future in done:
                 results[i] = future.result()
-            else:
-                results[i] = EnvFailure(f"step exceeded the {timeout}s step timeout")
-                self._workers[i].shutdown()
-                self._workers[i] = self._new_worker(i)  # the hung thread keeps the old env
+                continue
+            kind = calls[i][0]
+            results[i] = EnvFailure(f"{kind} exceeded the {timeout}s step timeout")
+            self._abandoned[i] = self._workers[i]  # it keeps the hung env until _replace
+            self._workers[i] = self._new_worker(i)
+            if kind not in ("step", "reset"):  # the caller replaces envs only after a step or reset
+                self._replace(i)
+                self._lost[i] = f"lost its episode: its {kind} call exceeded the {timeout}s step timeout"
         return results
 
     def _replace(self, i: int) -> None:
-        # Close and rebuild on the env's own worker thread, so a hung env's thread never blocks us.
         old = self.envs[i]
         self.envs[i] = self.env_fns[i]()
-        self._workers[i].submit(_quiet_close, old)
+        hung = self._abandoned.pop(i, None)
+        if hung is not None:  # closed on its own thread once the hung call returns (if ever)
+            hung.submit(_quiet_close, old)
+            hung.shutdown()
+        else:
+            self._workers[i].submit(_quiet_close, old)
 
     def close(self) -> None:
         for i, worker in enumerate(self._workers):
@@ -67,7 +77,8 @@ class _Worker:
 
     def __init__(self, name: str):
         self._calls: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._run, name=name, daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> cf.Future:
         future: cf.Future = cf.Future()
@@ -77,6 +88,9 @@ class _Worker:
     def shutdown(self) -> None:
         """Stop after the calls already queued (a hung call keeps its thread; it is a daemon)."""
         self._calls.put(None)
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
 
     def _run(self) -> None:
         while (item := self._calls.get()) is not None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import uuid
 
@@ -104,12 +106,15 @@ def test_ray_workers_of_an_openrlhf_style_launch_get_the_hook():
     """A fresh driver with ``RAY_RUNTIME_ENV_HOOK`` calls ``ray.init`` as ``train_ppo_ray`` does; an
     actor (as OpenRLHF's trainer, engines and models are) sees the estimator and the pending patch."""
     pytest.importorskip("ray")
+    # address="local": a Ray instance of its own, even where a cluster runs on the machine (ray.init()
+    # would join it); its session files in a directory of its own (short: Ray's socket paths are short).
+    temp_dir = tempfile.mkdtemp(prefix="gem-ray-")
     code = textwrap.dedent(
         f"""
         import json, os, sys
         import ray
 
-        ray.init(num_cpus=1, include_dashboard=False,
+        ray.init(address="local", num_cpus=1, include_dashboard=False, _temp_dir={temp_dir!r},
                  runtime_env={{"env_vars": {{"TOKENIZERS_PARALLELISM": "true"}}}})
 
         @ray.remote
@@ -132,7 +137,12 @@ def test_ray_workers_of_an_openrlhf_style_launch_get_the_hook():
         "RAY_AUTH_MODE": "disabled",
         "RAY_USAGE_STATS_ENABLED": "0",
     }
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report == {"estimator": "rebn", "tokenizers": "true", "pending": [hook.TARGET], "imported": False}
