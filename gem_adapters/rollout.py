@@ -37,6 +37,19 @@ history wrapper.
 
 Seeds: ``seeds=s`` gives env ``i`` the seed ``s + i``; a list gives one per env. Repeat a seed to put
 several episodes in a GRPO group (same env id and seed = same initial state).
+
+Sampling seeds: with a policy that takes per-prompt seeds (``TransformersPolicy``), turn ``k`` of env
+``i`` samples from the random stream ``stream_seed(base, i, k)``; ``base`` is ``sampling.seed`` if
+set, else drawn once per rollout from the policy. What an episode samples therefore does not depend
+on which other episodes share its batches: ``rollout`` and ``arollout`` play the same episodes, with
+or without the policy's key/value cache.
+
+Key/value caches: with a policy that has a generation engine (``TransformersPolicy``'s default
+``cache="kv"``, see ``policies.kv_engine``), ``rollout`` and ``arollout`` play continuously: an
+episode's next turn is submitted as soon as its env has answered and joins the decoding batch at the
+next model step (no waiting for the round's slowest sequence), its prompt's cached prefix is reused
+(only the env's answer and the template's markers are prefilled), and its cache is released when the
+episode ends. ``aplay_episode`` releases through ``release`` (or ``generate.release``) when given.
 """
 
 from __future__ import annotations
@@ -48,7 +61,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingParams, as_policy
+from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingParams, as_policy, stream_seed
 from gem_adapters.trajectory import ChatRenderer, Episode, EpisodeBuilder, as_observation
 
 Generate = Callable[[list[int], SamplingParams], Awaitable[Generation]]
@@ -79,9 +92,13 @@ def rollout(
         renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
     )
     policy = as_policy(policy)
+    engine, base = _engine_of(policy), _base_seed(policy, limits)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
         observations, _ = vec.reset(seed=_seed_list(seeds, vec.num_envs))
         players = _start_players(vec, observations, renderer, limits)
+        if engine is not None:
+            _play_continuously(vec, players, engine, base)
+            return [player.episode for player in players]  # type: ignore[misc]
         active = list(range(len(players)))
         while active:
             requests: dict[SamplingParams, list[int]] = {}  # params differ only near a budget's end
@@ -90,7 +107,12 @@ def rollout(
                 if params is not None:
                     requests.setdefault(params, []).append(i)
             for params, indices in requests.items():
-                generations = policy.generate([players[i].builder.context() for i in indices], params)
+                contexts = [players[i].builder.context() for i in indices]
+                if base is None:
+                    generations = policy.generate(contexts, params)
+                else:
+                    turn_seeds = [stream_seed(base, i, players[i].builder.episode.num_turns) for i in indices]
+                    generations = policy.generate(contexts, params, seeds=turn_seeds)  # type: ignore[call-arg]
                 if len(generations) != len(indices):
                     raise RuntimeError(
                         f"the policy returned {len(generations)} generations for {len(indices)} prompts"
@@ -105,6 +127,53 @@ def rollout(
                         players[i].feedback(*result)
             active = [i for i in active if players[i].episode is None]
         return [player.episode for player in players]  # type: ignore[misc]
+
+
+def _play_continuously(vec: Any, players: list[_Player], engine: Any, base: int) -> None:
+    """``rollout`` through a generation engine: every episode's turn is a request; when some finish
+    (one model step), their actions go to the vector env as one subset step and the next turns are
+    submitted at once, joining the requests still decoding."""
+    pending: dict[Any, int] = {}  # request -> env index
+    last: dict[int, Any] = {}  # env index -> its latest finished request (holding its cache)
+
+    def submit(i: int) -> None:
+        player = players[i]
+        params = player.next_params()
+        if params is None:  # the episode ended on a budget
+            if i in last:
+                engine.release(last.pop(i))
+            return
+        seed = stream_seed(base, i, player.builder.episode.num_turns)
+        request = engine.request(player.builder.context(), params, seed)
+        engine.submit([request])
+        pending[request] = i
+
+    try:
+        for i in range(len(players)):
+            submit(i)
+        while pending:
+            actions = {}
+            for request in engine.wait(list(pending), any_done=True):
+                i = pending.pop(request)
+                last[i] = request
+                action = players[i].act(request.generation)
+                if action is None:
+                    engine.release(last.pop(i))
+                else:
+                    actions[i] = action
+            if actions:
+                for i, result in zip(actions, _step_subset(vec, list(actions.items()))):
+                    players[i].feedback(*result)
+                    if players[i].episode is None:
+                        submit(i)
+                    else:
+                        engine.release(last.pop(i))
+    finally:
+        if pending:
+            engine.cancel(list(pending))
+        for request in last.values():
+            engine.release(request)
+        engine.flush()
 
 
 async def arollout(
@@ -126,14 +195,34 @@ async def arollout(
         renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
     )
     policy = as_policy(policy)
+    engine, base = _engine_of(policy), _base_seed(policy, limits)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
         observations, _ = await asyncio.to_thread(vec.reset, seed=_seed_list(seeds, vec.num_envs))
         players = _start_players(vec, observations, renderer, limits)
         stepper = Coalescer(lambda _, items: _step_subset(vec, items))
 
-        async def generate(prompt_ids: list[int], params: SamplingParams) -> Generation:
-            (generation,) = await policy.agenerate([prompt_ids], params)
-            return generation
+        def generate_of(i: int) -> tuple[Generate, Callable[[list[int]], None]]:
+            last: list[Any] = []  # the engine request holding env i's cache
+
+            async def generate(prompt_ids: list[int], params: SamplingParams) -> Generation:
+                if base is None:
+                    (generation,) = await policy.agenerate([prompt_ids], params)
+                    return generation
+                seed = stream_seed(base, i, players[i].builder.episode.num_turns)
+                if engine is None:
+                    (generation,) = await policy.agenerate([prompt_ids], params, seeds=[seed])  # type: ignore[call-arg]
+                    return generation
+                (request,) = await engine.agenerate([prompt_ids], params, [seed])
+                last[:] = [request]
+                return request.generation
+
+            def release(prompt_ids: list[int]) -> None:
+                if engine is None:
+                    _release(policy, prompt_ids)
+                elif last:
+                    engine.release(last.pop())
+
+            return generate, release
 
         def step_of(i: int) -> Callable[[str], Awaitable[StepResult]]:
             async def step(action: str) -> StepResult:
@@ -143,7 +232,9 @@ async def arollout(
             return step
 
         return list(
-            await asyncio.gather(*(_play(player, generate, step_of(i)) for i, player in enumerate(players)))
+            await asyncio.gather(
+                *(_play(player, *generate_of(i), step_of(i)) for i, player in enumerate(players))
+            )
         )
 
 
@@ -159,13 +250,16 @@ async def aplay_episode(
     max_context_tokens: int | None = None,
     max_response_tokens: int | None = None,
     sampling: SamplingParams | None = None,
+    release: Callable[[list[int]], Any] | None = None,
 ) -> Episode:
     """Reset ``env`` with ``seed`` and play one episode, awaiting ``generate(prompt_ids, params)`` for
     every action: ``prompt_ids`` is the context to continue (a copy; a ``PromptIds``, whose
     ``.images`` hold an image observation's images), ``params`` is ``sampling`` with this turn's
     budget as ``max_new_tokens`` and the renderer's stop tokens unless ``sampling`` names its own.
     ``env_id`` defaults to ``env.spec.id`` and the episode's seed to the env's own after the reset.
-    The limits and ``stopped_by`` labels are those of ``rollout`` (module docstring)."""
+    ``release(prompt_ids)`` (default: ``generate.release`` if it has one, e.g. ``policy.release``
+    of a ``TransformersPolicy`` to drop its key/value cache) is called with the last prompt when the
+    episode ends. The limits and ``stopped_by`` labels are those of ``rollout`` (module docstring)."""
     limits = _Limits.make(
         renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
     )
@@ -175,7 +269,9 @@ async def aplay_episode(
     if seed is None and isinstance(getattr(env, "seed", None), int):
         seed = env.seed
     player = _Player(renderer.start(as_observation(observation), env_id=env_id, seed=seed), limits)
-    return await _play(player, generate, lambda action: _call(env.step, action))
+    if release is None:
+        release = getattr(generate, "release", None)
+    return await _play(player, generate, release, lambda action: _call(env.step, action))
 
 
 def rollout_stats(episodes: Sequence[Episode]) -> dict[str, float]:
@@ -301,16 +397,47 @@ class _Player:
         self.episode = self.builder.finish(reason)
 
 
-async def _play(player: _Player, generate: Generate, step: Callable[[str], Awaitable[StepResult]]) -> Episode:
-    """The asyncio turn loop of one episode (``aplay_episode``, and each env of ``arollout``)."""
-    while (params := player.next_params()) is not None:
-        # A copy (a server may keep it), still carrying the images of an image observation.
-        generation = await generate(copy.copy(player.builder.context()), params)
-        action = player.act(generation)
-        if action is None:
-            break
-        player.feedback(*await step(action))
+async def _play(
+    player: _Player,
+    generate: Generate,
+    release: Callable[[list[int]], Any] | None,
+    step: Callable[[str], Awaitable[StepResult]],
+) -> Episode:
+    """The asyncio turn loop of one episode (``aplay_episode``, and each env of ``arollout``);
+    ``release(last prompt)`` when it ends."""
+    prompt = None
+    try:
+        while (params := player.next_params()) is not None:
+            # A copy (a server may keep it), still carrying the images of an image observation.
+            prompt = copy.copy(player.builder.context())
+            generation = await generate(prompt, params)
+            action = player.act(generation)
+            if action is None:
+                break
+            player.feedback(*await step(action))
+    finally:
+        if release is not None and prompt is not None:
+            release(prompt)
     return player.episode  # type: ignore[return-value]
+
+
+def _engine_of(policy: Policy) -> Any:
+    """The policy's generation engine (``rollout_engine()``), or None to play in rounds."""
+    get = getattr(policy, "rollout_engine", None)
+    return get() if callable(get) else None
+
+
+def _base_seed(policy: Policy, limits: _Limits) -> int | None:
+    """The rollout's base sampling seed, for policies that take per-prompt seeds (else None)."""
+    if not getattr(policy, "accepts_seeds", False):
+        return None
+    return limits.sampling.seed if limits.sampling.seed is not None else policy.draw_seed()  # type: ignore[attr-defined]
+
+
+def _release(policy: Policy, prompt_ids: list[int]) -> None:
+    release = getattr(policy, "release", None)
+    if callable(release):
+        release(prompt_ids)
 
 
 async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

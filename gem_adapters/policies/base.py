@@ -10,6 +10,15 @@ means ``max_new_tokens`` ran out; the chat renderer then closes the turn itself.
 
 Backends: ``TransformersPolicy`` (a local transformers model) and ``OpenAICompletionsPolicy`` (an
 OpenAI-compatible ``/v1/completions`` server such as vLLM).
+
+Random streams: a sampling backend that takes per-prompt seeds (``TransformersPolicy``) draws the
+``k``-th token of a prompt from ``stream_uniform(seed, k)``, one uniform number per token, so what a
+sequence samples depends on its seed and its logits only, never on which other sequences share its
+batch. The rollout drivers give every turn the seed ``stream_seed(base, env_index, turn)``.
+
+Weight updates: ``mark_weights_updated(model)`` tells every policy generating from ``model`` that
+its weights changed (a backend that keeps key/value caches drops them; see
+``TransformersPolicy``).
 """
 
 from __future__ import annotations
@@ -62,6 +71,10 @@ class Policy:
         """One ``Generation`` per prompt, in order."""
         raise NotImplementedError
 
+    def release(self, prompt_ids: Sequence[int]) -> None:
+        """The episode that last generated from ``prompt_ids`` has ended: a backend that keeps state per
+        sequence (a key/value cache) may drop it. A hint; the default does nothing."""
+
     async def agenerate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
         """``generate`` for asyncio callers. Calls that arrive while the event loop is busy, or while a
         batch is generating, are merged into the next single ``generate`` call (per sampling params)."""
@@ -69,6 +82,39 @@ class Policy:
         if coalescer is None:
             coalescer = self.__dict__["_coalescer"] = Coalescer(lambda key, items: self.generate(items, key))
         return await coalescer.submit(params, list(prompts))
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(z: int) -> int:
+    """splitmix64's finaliser: a bijective scramble of a 64-bit integer."""
+    z = (z + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def stream_seed(*keys: int) -> int:
+    """A 64-bit seed from a tuple of integers (e.g. ``(base, env_index, turn)``)."""
+    z = 0x243F6A8885A308D3
+    for key in keys:
+        z = _mix64(z ^ (int(key) & _MASK64))
+    return z
+
+
+def stream_uniform(seed: int, step: int) -> float:
+    """The ``step``-th number of the random stream ``seed``: uniform in [0, 1), 53 bits."""
+    return (_mix64((int(seed) & _MASK64) ^ _mix64(int(step))) >> 11) * 2.0**-53
+
+
+def mark_weights_updated(model: Any) -> int:
+    """Record that ``model``'s weights changed (an optimizer step, a weight load): policies that keep
+    key/value caches for ``model`` never reuse the ones computed before. Returns the new version.
+    (In-place updates of the parameters are detected without this call; it covers the rest.)"""
+    version = int(getattr(model, "_gem_weights_version", 0)) + 1
+    model._gem_weights_version = version
+    return version
 
 
 class FunctionPolicy(Policy):

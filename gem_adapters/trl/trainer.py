@@ -19,6 +19,9 @@ Each generation logs, besides TRL's metrics, ``env/return``, ``env/success_rate`
 ``env/rollout_seconds`` and ``env/tokens_per_second``. ``last_episodes`` holds the episodes of the
 latest generation batch (e.g. to record them with ``gem_adapters.trajectory.write_jsonl``) and
 ``last_advantages`` the (B, T) tensor it trained on.
+
+After every optimizer step the trainer calls ``mark_weights_updated(model)``, so a generation
+engine never reuses key/value caches of the previous weights (``TransformersPolicy(cache="kv")``).
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from typing import Any
 import numpy as np
 import torch
 from accelerate.utils import gather_object
+from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from gem_adapters.advantages import compute_advantages, turn_values_to_tokens
+from gem_adapters.policies.base import mark_weights_updated
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.rollout import episode_to_sample, make_rollout_func
@@ -40,6 +45,14 @@ from gem_adapters.trl.rollout import episode_to_sample, make_rollout_func
 def episode_return(completions: list[Any], episode: list[Episode], **_: Any) -> list[float]:
     """TRL reward function: the undiscounted return of each episode (what TRL logs as ``reward``)."""
     return [e.total_reward for e in episode]
+
+
+class WeightsVersionCallback(TrainerCallback):
+    """Bumps the model's weights version after each optimizer step (stale KV caches are dropped)."""
+
+    def on_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+        if model is not None:
+            mark_weights_updated(model)
 
 
 class GEMGRPOTrainer(GRPOTrainer):
@@ -87,6 +100,7 @@ class GEMGRPOTrainer(GRPOTrainer):
         )
         self.last_episodes: list[Episode] = []
         self.last_advantages: torch.Tensor | None = None
+        self.add_callback(WeightsVersionCallback())
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)

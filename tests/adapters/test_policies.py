@@ -127,16 +127,22 @@ class CountingPolicy(TransformersPolicy):
 
 
 def test_agenerate_merges_concurrent_calls(tiny_model, tokenizer, prompts):
-    policy = CountingPolicy(tiny_model, tokenizer)
+    # The re-prefill path merges calls that arrive together into one generate call.
+    policy = CountingPolicy(tiny_model, tokenizer, cache="none")
     params = SamplingParams(max_new_tokens=5, temperature=0, stop_token_ids=())
 
-    async def main():
+    async def main(policy):
         return await asyncio.gather(*(policy.agenerate([p], params) for p in prompts))
 
-    results = asyncio.run(main())
+    results = asyncio.run(main(policy))
     assert policy.batch_sizes == [len(prompts)]
     direct = policy.generate(prompts, params)
     assert [r[0].token_ids for r in results] == [g.token_ids for g in direct]
+    # The engine decodes concurrent calls in shared steps: fewer forwards than one call after another.
+    engine_policy = TransformersPolicy(tiny_model, tokenizer, cache="kv", max_cache_tokens=0)
+    results = asyncio.run(main(engine_policy))
+    assert [r[0].token_ids for r in results] == [g.token_ids for g in direct]
+    assert engine_policy.stats()["forward_calls"] < len(prompts) * params.max_new_tokens
 
 
 def test_function_policy_infers_finish_reason():
