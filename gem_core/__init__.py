@@ -3,7 +3,17 @@
 from gem_core.checker import check_env
 from gem_core.core import Env, EpisodeOverError, Wrapper
 from gem_core.observation import MultimodalObservation
-from gem_core.registry import EnvNotFoundError, EnvSpec, list_envs, make, make_vec, register, spec, unregister
+from gem_core.registry import (
+    EnvNotFoundError,
+    EnvSpec,
+    list_envs,
+    make,
+    make_vec,
+    print_envs,
+    register,
+    spec,
+    unregister,
+)
 
 __all__ = [
     "Env",
@@ -16,6 +26,7 @@ __all__ = [
     "list_envs",
     "make",
     "make_vec",
+    "print_envs",
     "register",
     "spec",
     "unregister",

@@ -10,6 +10,7 @@ import difflib
 import fnmatch
 import functools
 import importlib
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,9 +48,23 @@ class EnvSpec:
         return getattr(importlib.import_module(module_name), attr)
 
     def make(self, **kwargs: Any) -> Env:
-        env = self.load()(**{**self.kwargs, **kwargs})
+        """Build the env; a ``seed`` its constructor does not take seeds its generators (as
+        ``reset(seed=...)`` would), so that a first ``reset()`` without a seed is reproducible."""
+        factory = self.load()
+        seed = kwargs.pop("seed", None) if "seed" in kwargs and not _takes(factory, "seed") else None
+        env = factory(**{**self.kwargs, **kwargs})
         env.spec = self
+        if seed is not None:
+            env._seed(seed)
         return env
+
+
+def _takes(factory: Callable[..., Any], name: str) -> bool:
+    """Whether ``factory`` names the parameter ``name`` (``**kwargs`` does not count)."""
+    try:
+        return name in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 _REGISTRY: dict[str, EnvSpec] = {}
@@ -106,6 +121,13 @@ def make(id: str, **kwargs: Any) -> Env:
     return spec(id).make(**kwargs)
 
 
+def print_envs() -> None:
+    """Print every registered id with its entry point and default kwargs (the reference GEM's listing)."""
+    for env_id in list_envs():
+        env_spec = _REGISTRY[env_id]
+        print(f"  - {env_id}:\n      Entry Point: {env_spec.entry_point}\n      Kwargs: {env_spec.kwargs}")
+
+
 def list_envs(pattern: str | None = None) -> list[str]:
     """Registered ids, sorted; ``pattern`` is a glob (``game:*-easy``) or a case-insensitive substring."""
     _load_builtin_envs()
@@ -125,6 +147,9 @@ def make_vec(
     asynchronous: bool = True,
     env_kwargs: dict[str, Any] | None = None,
     backend: str | None = None,
+    vec_kwargs: Sequence[dict[str, Any]] | None = None,
+    async_mode: bool | None = None,
+    seed: int | None = None,
     **vector_kwargs: Any,
 ):
     """A vector env of ``num_envs`` copies of one id, or one env per id in a list.
@@ -134,9 +159,19 @@ def make_vec(
     or ``"ray"`` (Ray actors); without it, ``asynchronous`` picks threads over sync. ``vector_kwargs`` go
     to the vector env (``autoreset_mode``, ``step_timeout``, and per backend e.g. ``num_workers``).
     The env factories pickle (for the process and Ray backends) when the wrappers do.
+
+    The reference GEM's form ``make_vec(ids, wrappers=..., vec_kwargs=..., async_mode=..., seed=...)``
+    works too: ``vec_kwargs`` is one dict of constructor kwargs per env, ``async_mode`` means
+    ``asynchronous``, ``seed`` builds env ``i`` with ``seed=seed + i`` (unless its ``vec_kwargs`` name
+    one; see ``EnvSpec.make``), and a call that uses any of the three gets the reference's autoreset,
+    ``autoreset_mode="same_step"``, unless it names one.
     """
     from gem_core.vector import BACKENDS
 
+    if vec_kwargs is not None or async_mode is not None or seed is not None:
+        vector_kwargs.setdefault("autoreset_mode", "same_step")
+    if async_mode is not None:
+        asynchronous = async_mode
     name = backend or ("threads" if asynchronous else "sync")
     if name not in BACKENDS:
         raise ValueError(f"unknown vector env backend {name!r}; choose from {sorted(BACKENDS)}")
@@ -148,8 +183,17 @@ def make_vec(
             raise ValueError(f"num_envs={num_envs} but {len(ids)} env ids were given")
     # The factories carry each spec itself, so a worker process needs no registration of its own.
     specs = {env_id: spec(env_id) for env_id in ids}  # fails now, with close matches
-    wrapper_list = tuple(wrappers)
-    factories = [functools.partial(_build_env, specs[i], dict(env_kwargs or {}), wrapper_list) for i in ids]
+    wrapper_list = tuple(wrappers or ())
+    if vec_kwargs is not None and len(vec_kwargs) != len(ids):
+        raise ValueError(f"{len(vec_kwargs)} vec_kwargs for {len(ids)} envs")
+    per_env = [
+        {**(env_kwargs or {}), **(vec_kwargs[i] if vec_kwargs is not None else {})} for i in range(len(ids))
+    ]
+    if seed is not None:
+        per_env = [{"seed": seed + i, **kwargs} for i, kwargs in enumerate(per_env)]
+    factories = [
+        functools.partial(_build_env, specs[env_id], per_env[i], wrapper_list) for i, env_id in enumerate(ids)
+    ]
     return BACKENDS[name](factories, **vector_kwargs)
 
 

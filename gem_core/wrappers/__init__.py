@@ -11,8 +11,10 @@ from gem_core.wrappers.observation import (
     ObservationActionHistory,
 )
 from gem_core.wrappers.tools import ToolEnvWrapper
+from gem_core.wrappers.wrapper_factory import WRAPPER_FACTORY, get_wrapper_fns
 
 __all__ = [
+    "WRAPPER_FACTORY",
     "ChatMessages",
     "ChatTemplate",
     "ConcatObservations",
@@ -23,4 +25,5 @@ __all__ = [
     "ObservationActionHistory",
     "TimeLimit",
     "ToolEnvWrapper",
+    "get_wrapper_fns",
 ]
