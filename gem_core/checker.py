@@ -2,7 +2,8 @@
 
 Checks, in order: the types ``reset`` and ``step`` return; determinism under a seed; that
 ``spawn(same_state=True)`` and a ``get_state``/``set_state`` round trip continue an episode exactly;
-and that hostile actions (empty, huge, binary junk, odd unicode, prompt injection, and shapes that
+the edges of an episode (a non-``str`` action raises ``TypeError``; a step before the first reset or
+after the end raises ``EpisodeOverError``, see ``gem_core.core``); and that hostile actions (empty, huge, binary junk, odd unicode, prompt injection, and shapes that
 are slow for a naive parser, such as 20,000 unclosed ``\\boxed{``) give an observation with no
 positive reward, never an exception. Raises ``EnvCheckError`` on the first failure.
 Observations are compared by ``repr``; images (PIL images in chat content) by their pixels.
@@ -14,7 +15,7 @@ import hashlib
 import math
 from typing import Any
 
-from gem_core.core import Env
+from gem_core.core import Env, EpisodeOverError
 
 HOSTILE_ACTIONS: dict[str, str] = {
     "empty": "",
@@ -49,6 +50,7 @@ def check_env(env: Env, seed: int = 0, max_steps: int = 8) -> None:
     _check_types(env, seed, max_steps)
     _check_determinism(env, seed, max_steps)
     _check_snapshots(env, seed, max_steps)
+    _check_episode_edges(env, seed, max_steps)
     _check_hostile_actions(env, seed)
 
 
@@ -135,6 +137,34 @@ def _continue(env: Env, steps: int) -> list[Any]:
         if terminated or truncated:
             break
     return transcript
+
+
+def _check_episode_edges(env: Env, seed: int, max_steps: int) -> None:
+    fresh = env.spawn()
+    try:
+        try:
+            fresh.step(fresh.__class__.__name__)
+        except EpisodeOverError:
+            pass
+        else:
+            raise _fail(env, "step before the first reset must raise EpisodeOverError")
+    finally:
+        fresh.close()
+    env.reset(seed=seed)
+    try:
+        env.step(b"not a str")  # type: ignore[arg-type]
+    except TypeError:
+        pass
+    else:
+        raise _fail(env, "a non-str action must raise TypeError")
+    for _ in range(max_steps):
+        _, _, terminated, truncated, _ = env.step(env.sample_random_action())
+        if terminated or truncated:
+            try:
+                env.step(env.sample_random_action())
+            except EpisodeOverError:
+                return
+            raise _fail(env, "step after the episode ended must raise EpisodeOverError")
 
 
 def _check_hostile_actions(env: Env, seed: int) -> None:

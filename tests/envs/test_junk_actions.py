@@ -46,8 +46,8 @@ def junk_actions(prompt: str, seed: int) -> dict[str, str]:
     return actions
 
 
-def assert_junk_earns_nothing(env_id: str, seeds=(0, 1)) -> None:
-    env = gem_core.make(env_id)
+def assert_junk_earns_nothing(env_id: str, seeds=(0,), **kwargs) -> None:
+    env = gem_core.make(env_id, **kwargs)
     try:
         for seed in seeds:
             prompt, _ = env.reset(seed=seed)
@@ -62,12 +62,12 @@ def assert_junk_earns_nothing(env_id: str, seeds=(0, 1)) -> None:
 
 @pytest.mark.parametrize("env_id", RG_IDS)
 def test_rg_junk_earns_nothing(env_id):
-    assert_junk_earns_nothing(env_id)
+    assert_junk_earns_nothing(env_id, grade_timeout=2.0)  # a shorter deadline for the power tower
 
 
 @pytest.mark.parametrize("env_id", OTHER_IDS)
 def test_other_junk_earns_nothing(env_id):
-    assert_junk_earns_nothing(env_id, seeds=(0,))
+    assert_junk_earns_nothing(env_id)
 
 
 def test_right_answers_are_still_rewarded():

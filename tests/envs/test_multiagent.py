@@ -378,3 +378,27 @@ def test_turn_limit_and_snapshots():
     rewards = [sum(e.step(a)[1] for a in actions[3:]) for e in (env, clone)]
     assert rewards == [1.0, 1.0]
     assert clone.env.shop.db == env.env.shop.db and clone.env.shop is not env.env.shop
+
+
+def test_multi_agent_envs_have_the_edges_of_an_env():
+    from gem_core import EpisodeOverError
+
+    env = CoinMatch(rounds=1)
+    with pytest.raises(EpisodeOverError, match="call reset"):
+        env.step({"a": "heads", "b": "heads"})
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="^an action is a str, got int$"):
+        env.step({"a": "heads", "b": 3})
+    with pytest.raises(TypeError, match="mapping"):
+        env.step("heads")
+    env.step({"a": "heads", "b": "heads"})
+    assert env.episode_over
+    with pytest.raises(EpisodeOverError):
+        env.step({"a": "heads", "b": "heads"})
+    view = SingleAgentView(CoinMatch(rounds=1), "a", {"b": "random"})
+    with pytest.raises(EpisodeOverError):
+        view.step("heads")
+    view.reset(seed=0)
+    assert view.step("heads")[2] and view.episode_over
+    with pytest.raises(EpisodeOverError):
+        view.step("heads")

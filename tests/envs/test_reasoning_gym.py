@@ -116,3 +116,26 @@ def test_spawn_same_state_shares_the_puzzle_and_config_reaches_the_dataset():
 @pytest.mark.parametrize("name", ["basic_arithmetic", "composite", "codeio", "sudoku"])
 def test_check_env(name):
     gem_core.check_env(gem_core.make(f"rg:{name}"))
+
+
+def test_a_generator_that_never_returns_is_skipped_deterministically(monkeypatch):
+    from gem_core.envs import reasoning_gym as rg
+
+    env = gem_core.make("rg:maze")
+    start = time.monotonic()
+    obs, info = env.reset(seed=4156)  # draws item 8743, on which maze's generator loops forever
+    assert info == {"index": 8744, "skipped_items": [8743]} and time.monotonic() - start < 30
+    assert env.spawn().reset(seed=4156) == (obs, info)  # the same seed, the same puzzle
+    _, reward, *_ = env.step(f"<answer>{env.example['answer']}</answer>")
+    assert reward == 1.0
+    # Without the list of known cases, the deadline finds the hang (once per process).
+    monkeypatch.setattr(rg, "KNOWN_HANGS", {})
+    monkeypatch.setattr(rg, "_PUZZLES", {})
+    env = gem_core.make("rg:maze", generate_timeout=1.0)
+    env.reset(seed=0)  # the generation workers are warm
+    for _ in range(2):
+        start = time.monotonic()
+        obs2, info = env.reset(index=5801)
+        assert info == {"index": 5802, "skipped_items": [5801]}, info
+        assert time.monotonic() - start < 1.0 + 5.0
+    assert env.reset(index=5802)[0] == obs2
