@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 PLATFORM = "cpu"
 ROLLOUT = "transformers"
 
+_FP32 = "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"
+
 # Hydra overrides for main_ppo on CPU (examples/train_verl.py --device cpu adds them).
 CPU_OVERRIDES = [
     "trainer.device=cpu",
@@ -53,8 +55,10 @@ CPU_OVERRIDES = [
     "actor_rollout_ref.rollout.calculate_log_probs=True",
     "actor_rollout_ref.actor.strategy=fsdp2",  # FSDP1 fails on CPU parameters
     "actor_rollout_ref.ref.strategy=fsdp2",
-    "actor_rollout_ref.actor.fsdp_config.dtype=float32",  # fp32 is faster than bf16 on CPUs
-    "actor_rollout_ref.ref.fsdp_config.dtype=float32",
+    # fp32 compute (FSDP's default mixed precision is bf16): faster on CPUs, and the trainer's logprobs then
+    # match the fp32 rollout's
+    f"+actor_rollout_ref.actor.fsdp_config.mixed_precision={_FP32}",
+    f"+actor_rollout_ref.ref.fsdp_config.mixed_precision={_FP32}",
     "actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
     "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False",
     "actor_rollout_ref.model.use_remove_padding=False",  # needs flash-attn's varlen kernels
