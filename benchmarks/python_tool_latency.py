@@ -84,7 +84,11 @@ def main() -> None:
     print(
         f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f}"
     )
-    print(f"sandbox isolation: {ours.pool.isolation['mode']}, seccomp {ours.pool.isolation['seccomp']}")
+    iso = ours.pool.isolation
+    print(
+        f"sandbox isolation: {iso['mode']}, seccomp {iso['seccomp']}, uid drop {iso['uid_drop']}, "
+        f"per-call namespaces {iso['call_namespaces']}"
+    )
     print(f"gem_core pool start + first call (cold): {cold * 1e3:.0f} ms")
     for name, ts in times.items():
         print(summary(name, ts))

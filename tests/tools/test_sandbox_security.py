@@ -7,6 +7,7 @@ clean. Runs in the real sandbox (bubblewrap; CI installs it and runs as root).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -372,3 +373,28 @@ def test_proc_shows_only_the_call_and_no_host_path_or_configuration(pool):
     # The directories above the interpreter's are traversable, never listable.
     r = timed(pool, f"import os\nos.listdir({str(PROJECT)!r})")
     assert not r.ok and "PermissionError" in r.stderr
+
+
+def test_the_exit_grace_goes_only_to_a_process_the_kernel_is_ending():
+    """At the wall-clock limit the template gives a process more time only if the kernel has marked it
+    exiting (PF_EXITING, or a zombie): nothing the code does can set that and keep running."""
+    from gem_core.tools.sandbox import template
+
+    template.PROC_FD = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        running = os.fork()
+        if running == 0:
+            time.sleep(30)
+            os._exit(0)
+        ended = os.fork()
+        if ended == 0:
+            os._exit(0)
+        time.sleep(0.3)
+        assert template.exiting(ended) and not template.exiting(running)
+        assert not template.exiting(2**22 + 12345)  # no such process
+        os.kill(running, 9)
+        os.waitpid(running, 0)
+        os.waitpid(ended, 0)
+    finally:
+        os.close(template.PROC_FD)
+        template.PROC_FD = None

@@ -18,8 +18,16 @@ snapshots are made inside the sandbox, so the agent's files (symlinks, FIFOs, hu
 reach the host. A container backend (Docker, podman) would implement the same methods with
 ``exec`` into a container.
 
+Every ``start`` and ``restore`` begins with ``SandboxPool.reset_workspace``: a fresh tmpfs replaces
+the workspace whatever the last episode left there (a directory thousands of levels deep, locked
+modes, its full inode quota), in constant time; every command has its own IPC namespace, scratch
+``TMPDIR`` and ``/dev/shm``, so no IPC object or shared memory outlives it. If the sandbox's worker is
+replaced mid-episode (it died), the workspace is gone: every later call of the episode returns an
+error saying so (``LOST``) instead of running in an empty workspace, until the next ``start``.
+
 Starting a sandbox takes ~0.3 s, so backends that are closed (or garbage-collected) hand their
-sandbox back to a small per-process cache, and the next backend with the same limits reuses it.
+sandbox back to a small per-process cache, and the next backend with the same limits reuses it
+(with a fresh workspace from its next ``start``).
 """
 
 from __future__ import annotations

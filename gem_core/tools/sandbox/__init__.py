@@ -7,8 +7,11 @@ Layers, outermost first (each one alone would stop most of the security suite):
    mode reported) to ``unshare`` or a plain process where bubblewrap is missing.
 2. ``template``: each call is a fresh fork of a clean template, dropped to an unprivileged uid with
    no capabilities, with resource limits (CPU, memory, processes, file size, open files), a seccomp
-   filter, and a private working directory; the template enforces the wall clock and the output cap,
-   and kills and reaps everything the call left before the next one.
+   filter, an IPC namespace of its own, fresh size- and inode-limited tmpfs as its working directory
+   and ``/dev/shm``, and a ``/proc`` showing only its own processes; it holds no descriptor of the
+   harness, and its exit status comes from the kernel. The template enforces the wall clock and the
+   output cap, and kills and reaps everything the call left before the next one; the kernel frees
+   the call's files and IPC objects (nothing a call leaves is walked, so no cleanup can fail).
 3. ``pool``: the host side. Warm workers shared by threads, replaced when they die, closed at exit;
    the host never runs untrusted code and gets an error result, never an exception.
 """

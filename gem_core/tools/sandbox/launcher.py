@@ -5,12 +5,16 @@ Modes, strongest first (``detect_mode`` picks the first that works here):
 ``bwrap``    bubblewrap (Debian package ``bubblewrap``): fresh mount, PID, network, IPC, UTS and cgroup
              namespaces. The file system holds only read-only binds of ``/usr`` (and its ``/bin``,
              ``/lib`` links), ``/etc/alternatives`` (the targets of Debian's ``awk``, ``which``, ...
-             links) and the Python installation, a private ``/proc`` and ``/dev``, and a small
-             tmpfs at ``/tmp`` for the calls' working directories (and, when the pool asks for one, a
-             second size-limited tmpfs at ``/workspace`` that outlives calls); no home, no project,
-             nothing else of ``/etc``.
-             The environment is cleared; the sandbox dies with its parent. Run as root, bwrap keeps
-             only the capabilities the template needs to drop each call to an unprivileged uid.
+             links) and the Python installation (with the virtual environment in use, whose parent
+             directories can be traversed but not listed), a private ``/proc`` and ``/dev``, small
+             tmpfs at ``/tmp`` and ``/dev/shm`` (and, when the pool asks for one, a size-limited
+             tmpfs at ``/workspace`` that outlives calls); no home, no project, nothing else of ``/etc``.
+             The environment is cleared; the sandbox dies with its parent. bwrap's options reach it
+             through a memory file and the template is copied into the sandbox's own root, so
+             neither the configuration nor a host path of the project shows inside. Run as root,
+             bwrap keeps only the capabilities the template needs: to give each call namespaces and
+             file systems of its own and drop it to an unprivileged uid with no capability at all
+             (see ``template``).
 ``unshare``  util-linux ``unshare``: fresh PID, network, IPC, UTS and mount namespaces, but the host
              file system stays visible; files are protected only by the unprivileged uid's permissions.
 ``none``     a plain subprocess: only resource limits and the uid drop. No network isolation.

@@ -2,7 +2,8 @@
 
 Each worker is one template process (``template.py``) started once in the isolation mode of
 ``launcher.py``; a call is a ``fork()`` of that clean template, so it costs a few milliseconds
-instead of a fresh interpreter start, and no state survives from one call to the next. Calls from
+instead of a fresh interpreter start, and no state survives from one call to the next (no process,
+file, IPC object or shared memory: see ``template``). Calls from
 many threads share the pool: each takes an idle worker (or waits for one). A worker that stops
 answering is killed and replaced; the caller gets an error result, never an exception.
 

@@ -6,23 +6,24 @@ sandbox). It reads its configuration as the first frame on fd 0 (frames: 8-byte 
 JSON), imports the modules named in ``preload``, answers ``{"ready": ...}`` on fd 1 and then serves
 calls.
 
-Each call runs in a fresh ``fork()`` of this clean template. The child for the next call is forked
-in advance and, before it ever sees untrusted code:
+Each call runs in a fresh ``fork()`` of this clean template. Where the template may mount (it has
+``CAP_SYS_ADMIN`` in its sandbox: bubblewrap as root, or the weak modes as root), it first mounts
+fresh tmpfs, size- and inode-limited, as the call's working directory (owned by the call's uid) and
+at ``/dev/shm`` (POSIX shared memory and semaphores). The template itself lives in a mount namespace
+of its own, under a ``/proc`` that shows each call only its own processes (not bubblewrap's nor the
+template's). The child for the next call is forked in advance and, before it ever sees untrusted
+code:
 
 * becomes a session leader with stdout/stderr on pipes read by the template and every other
   descriptor closed, except the request pipe (below);
-* gets namespaces of its own (``call_namespaces``, wherever the template may create them): a fresh
-  IPC namespace (System V shared memory, message queues and semaphores, POSIX message queues) and
-  mount namespace holding a fresh size- and inode-limited tmpfs at ``/tmp`` (its working directory),
-  another at ``/dev/shm`` (POSIX shared memory and semaphores), and a ``/proc`` that shows only the
-  call's own processes. All of it is freed by the kernel when the call's last process ends: no
-  state reaches the next call and the template never walks what a call left. In the IPC namespace
-  a detached System V segment is destroyed at once (``shm_rmid_forced``), so shared memory is
-  always mapped by a process of the call and counts against its address-space limit; queues and
-  semaphore sets are capped;
-* drops every capability (bounding set included) and switches to an unprivileged uid/gid of its
-  own (so ``RLIMIT_NPROC`` is enforced and it cannot signal or ptrace the template, which runs as
-  root inside the sandbox);
+* gets an IPC namespace of its own (``call_ipc``, wherever the template may create one): System V
+  shared memory, message queues and semaphores and POSIX message queues created by the call die
+  with its last process. In it a detached System V segment is destroyed at once
+  (``shm_rmid_forced``), so shared memory is always mapped by a process of the call and counts
+  against its address-space limit; queues and semaphore sets are capped (``CALL_IPC_SYSCTLS``);
+* switches to an unprivileged uid/gid of its own (so ``RLIMIT_NPROC`` is enforced and it cannot
+  signal or ptrace the template, which runs as root inside the sandbox) and holds no capability,
+  nor can it gain one (the template emptied the bounding set);
 * installs a seccomp filter (x86-64) refusing namespace creation, mounts, ptrace, kernel keyrings,
   bpf, module loading and io_uring;
 * then sleeps until the host's request arrives, takes it and closes the request pipe: when the
@@ -31,18 +32,20 @@ in advance and, before it ever sees untrusted code:
 The template enforces the wall-clock limit and the output cap and takes the call's exit status from
 the kernel (``waitpid``), never from anything the code could write. It answers the host, then kills
 every process of the call (``kill(-1)`` from a helper running as the call's uid when the call could
-fork), reaps them as a child subreaper and forks the next child.
+fork), reaps them as a child subreaper, detaches the call's tmpfs (the kernel frees them: no
+directory a call leaves is ever walked, so cleanup cannot fail, and it is bounded by the inode cap)
+and forks the next child.
 
-Where the template may not create namespaces (bubblewrap without root, the weak modes), calls share
-the worker's namespaces: each gets a private directory under ``work_root``, and after each call the
-template removes the System V and POSIX IPC objects of the call's uid and wipes the directory with
-an iterative walk that no depth, mode, link or file name can break and that stops at a deadline
-(what is left is wiped after later calls).
+Where the template may not mount or create namespaces (bubblewrap without root, the weak modes as
+another user), calls share the worker's: each gets a private directory under ``work_root``, and after
+each call the template removes the System V and POSIX IPC objects of the call's uid and wipes the
+directory with an iterative walk that no depth, mode, link or file name can break and that stops at
+a deadline (what is left is wiped after later calls).
 
 With a ``workspace`` in the config (opt-in, e.g. a terminal's working directory) every call starts
 in that one directory instead, owned by the calls' uid: its files outlive the call (processes never
-do). The template mounts it as a tmpfs of its own, size- and inode-limited, and the ``reset_workspace``
-request replaces it with an empty one in constant time.
+do). The template mounts it as a tmpfs of its own, size- and inode-limited, and the
+``reset_workspace`` request replaces it with an empty one in constant time.
 """
 
 from __future__ import annotations
@@ -74,19 +77,15 @@ CHILD_ENV = {
 }
 SOURCE_NAME = "<python>"
 MQUEUE_DIR = "/opt/gem-sandbox/ipc/mqueue"  # bubblewrap mounts the worker's message queues there
+EXIT_GRACE_S = 2.0  # past the wall-clock limit, for a process already exiting to be torn down
 WIPE_BUDGET_S = 1.0  # per call, for the fallback's directory wipe (what is left waits for later calls)
 # Caps of a call's own IPC namespace (per namespace in the kernel): no System V segment outlives its
-# last attachment, and queues and semaphore sets hold a few megabytes at most.
+# last attachment, at most 16 message queues (16 KB each by default) and 16 semaphore sets. (POSIX
+# message queues are bounded by RLIMIT_MSGQUEUE: at most 1 MB.)
 CALL_IPC_SYSCTLS = {
     "kernel/shm_rmid_forced": "1",
-    "kernel/shmmni": "64",
     "kernel/msgmni": "16",
-    "kernel/msgmnb": "65536",
-    "kernel/msgmax": "8192",
     "kernel/sem": "250 4000 32 16",
-    "fs/mqueue/queues_max": "16",
-    "fs/mqueue/msg_max": "10",
-    "fs/mqueue/msgsize_max": "8192",
 }
 
 
@@ -287,6 +286,8 @@ def private_mount_namespace() -> bool:
     """Move the template into a mount namespace of its own (so that what it mounts stays in this
     sandbox, even in the weak modes) and mount there a /proc in which a call sees only its own
     processes (not bubblewrap's command line nor the template's); False where it may not."""
+    global PROC_FD
+    PROC_FD = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)  # this one shows every process
     if LIBC is None:
         return False
     try:
@@ -365,6 +366,8 @@ def run_child(config: dict, workdir: str, host_r: int, start_w: int, out_w: int,
         os.chdir(cwd)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        queues = min(1 << 20, resource.getrlimit(resource.RLIMIT_MSGQUEUE)[1])  # POSIX queues: 1 MB
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (queues, queues))
         if config["drop_uid"] is not None:
             uid = config["drop_uid"]
             os.setgroups([])
@@ -518,6 +521,25 @@ def reap_leftovers(uid: int) -> None:
         kill_call(None, uid)
 
 
+PROC_FD: int | None = None  # a /proc in which the template sees its calls' processes
+PF_EXITING = 0x4
+
+
+def exiting(pid: int) -> bool:
+    """Whether the process has entered its exit (the kernel sets PF_EXITING first thing in do_exit;
+    nothing else does, so the code cannot pretend)."""
+    try:
+        fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=PROC_FD)
+        try:
+            data = os.read(fd, 4096).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+        fields = data.rsplit(")", 1)[1].split()
+        return fields[0] in "ZX" or bool(int(fields[6]) & PF_EXITING)
+    except (OSError, IndexError, ValueError, TypeError):
+        return False
+
+
 def serve_one(request: dict, call: Call) -> dict:
     """Collect what the child does with the request it took, within the request's limits."""
     start = time.monotonic()
@@ -526,7 +548,7 @@ def serve_one(request: dict, call: Call) -> dict:
     out_r, err_r = call.out_r, call.err_r
     buffers: dict[int, bytearray] = {out_r: bytearray(), err_r: bytearray()}
     open_fds = [out_r, err_r]
-    exited = timed_out = truncated = False
+    exited = timed_out = truncated = extended = False
     drain_until = None  # once the child has exited, leftovers holding the pipes get a short grace
     while (open_fds or not exited) and not truncated:
         now = time.monotonic()
@@ -534,6 +556,11 @@ def serve_one(request: dict, call: Call) -> dict:
             drain_until = now + 0.2
         limit = deadline if drain_until is None else min(deadline, drain_until)
         if now >= limit:
+            if not exited and not extended and exiting(call.pid):
+                # The code ended in time and the kernel is tearing the process down (on a loaded
+                # machine that can wait for a CPU): its exit status is decided, wait for it.
+                deadline, extended = now + EXIT_GRACE_S, True
+                continue
             timed_out = not exited
             break
         watch = open_fds if exited else [*open_fds, call.pidfd]
