@@ -59,7 +59,7 @@ CPU_OVERRIDES = [
     # match the fp32 rollout's
     f"+actor_rollout_ref.actor.fsdp_config.mixed_precision={_FP32}",
     f"+actor_rollout_ref.ref.fsdp_config.mixed_precision={_FP32}",
-    "actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",
+    "actor_rollout_ref.actor.fsdp_config.use_torch_compile=False",  # no compile time for small CPU runs
     "actor_rollout_ref.ref.fsdp_config.use_torch_compile=False",
     "actor_rollout_ref.model.use_remove_padding=False",  # needs flash-attn's varlen kernels
     "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
@@ -227,6 +227,13 @@ class TransformersServer:
             TransformersPolicy(self.model, tokenizer, seed=seed), max_tokens=int(config.response_length)
         )
         self.replica_rank = replica_rank
+        if config.temperature != 1.0:
+            logger.warning(
+                "rollout.temperature=%s: the %s rollout reports temperature-1 logprobs, so verl's "
+                "rollout-vs-actor logprob metrics will differ (training uses the actor's own logprobs)",
+                config.temperature,
+                ROLLOUT,
+            )
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kwargs: Any):
         return await self.server.generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
@@ -240,7 +247,10 @@ class TransformersServer:
         if global_steps is not None:
             self.server.global_steps = global_steps
         fingerprint = float(sum(p.detach().double().sum() for p in self.model.parameters()))
-        print(f"[{ROLLOUT} rollout] weights synced: global_steps={global_steps} fingerprint={fingerprint!r}", flush=True)
+        print(
+            f"[{ROLLOUT} rollout] weights synced: global_steps={global_steps} fingerprint={fingerprint!r}",
+            flush=True,
+        )
         return {"global_steps": global_steps, "fingerprint": fingerprint}
 
     async def set_global_steps(self, global_steps: int) -> None:
@@ -286,10 +296,14 @@ def _replica_cls():
             import ray
 
             if self.world_size != 1:
-                raise ValueError(f"the {ROLLOUT} rollout runs one process per replica: set tensor_model_parallel_size=1")
+                raise ValueError(
+                    f"the {ROLLOUT} rollout runs one process per replica: set tensor_model_parallel_size=1"
+                )
             server = (
                 ray.remote(TransformersServer)
-                .options(name=server_name(self.replica_rank), max_concurrency=self.max_concurrency, num_cpus=1)
+                .options(
+                    name=server_name(self.replica_rank), max_concurrency=self.max_concurrency, num_cpus=1
+                )
                 .remote(self.config, self.model_config, self.replica_rank)
             )
             self.servers = [server]
@@ -309,7 +323,9 @@ class TransformersServerAdapter:
     """verl's rollout object inside the trainer's worker (``BaseRollout``'s interface): at each weight
     sync it gathers the trainer's full tensors and sends them to its replica's server."""
 
-    def __init__(self, config: Any, model_config: Any, device_mesh: Any = None, replica_rank: int = -1, **_: Any):
+    def __init__(
+        self, config: Any, model_config: Any, device_mesh: Any = None, replica_rank: int = -1, **_: Any
+    ):
         from verl.utils.config import omega_conf_to_dataclass
 
         self.config = omega_conf_to_dataclass(config)
@@ -323,7 +339,6 @@ class TransformersServerAdapter:
         self.replica_rank = rank // world if replica_rank == -1 else replica_rank
         self.is_leader_rank = rank % world == 0
         self._server = None
-        self.last_sync: dict | None = None
 
     async def resume(self, tags: list[str]) -> None:
         pass
@@ -332,7 +347,9 @@ class TransformersServerAdapter:
         pass
 
     @torch.no_grad()
-    async def update_weights(self, weights: Any, global_steps: int | None = None, wire_format: str = "named_tensors", **kwargs: Any):
+    async def update_weights(
+        self, weights: Any, global_steps: int | None = None, wire_format: str = "named_tensors", **kwargs: Any
+    ):
         from verl.workers.rollout.utils import ensure_async_iterator
 
         if wire_format != "named_tensors":
@@ -340,13 +357,15 @@ class TransformersServerAdapter:
         if kwargs.get("peft_config") is not None:
             raise NotImplementedError(f"the {ROLLOUT} rollout takes merged weights (model.lora.merge=True)")
         # every rank walks the generator: gathering a sharded tensor is a collective
-        state = {name: tensor.detach().to("cpu").clone() async for name, tensor in ensure_async_iterator(weights)}
+        state = {
+            name: tensor.detach().to("cpu").clone() async for name, tensor in ensure_async_iterator(weights)
+        }
         if self.is_leader_rank:
             import ray
 
             if self._server is None:
                 self._server = ray.get_actor(server_name(self.replica_rank))
-            self.last_sync = await self._server.update_weights.remote(state, global_steps)
+            await self._server.update_weights.remote(state, global_steps)
 
     def generate_sequences(self, prompts: Any) -> Any:
         raise NotImplementedError(f"the {ROLLOUT} rollout serves verl's agent loops (async server mode)")
@@ -391,7 +410,7 @@ def _init_process_group_gloo(original):
 
 def _trl_has_value_head() -> bool:
     try:
-        from trl.experimental.ppo import AutoModelForCausalLMWithValueHead  # noqa: F401
+        from trl.experimental.ppo import AutoModelForCausalLMWithValueHead
     except ImportError:
         try:
             from trl import AutoModelForCausalLMWithValueHead  # noqa: F401

@@ -28,13 +28,15 @@ def _save(kind: str, **values) -> None:
 
 def _record_estimator(estimator):
     def recording(token_level_rewards, response_mask, config=None, index=None, **kwargs):
-        advantages, returns = estimator(token_level_rewards, response_mask, config=config, index=index, **kwargs)
+        advantages, returns = estimator(
+            token_level_rewards, response_mask, config=config, index=index, **kwargs
+        )
         _save(
             "estimator",
             token_level_rewards=token_level_rewards,
             response_mask=response_mask,
             index=None if index is None else [str(i) for i in index],
-            gamma=float(getattr(config, "gamma")),
+            gamma=float(config.gamma),
             advantages=advantages,
         )
         return advantages, returns

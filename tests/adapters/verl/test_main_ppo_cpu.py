@@ -36,10 +36,10 @@ import pytest
 pytest.importorskip("verl")
 pytest.importorskip("transfer_queue")
 
-import torch  # noqa: E402
+import torch
 
-from gem_adapters.verl import cpu  # noqa: E402
-from gem_adapters.verl.estimators import gem_advantages  # noqa: E402
+from gem_adapters.verl import cpu
+from gem_adapters.verl.estimators import gem_advantages
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "train_verl.py"
@@ -84,9 +84,13 @@ def test_cpu_overrides_compose_with_verl_config(tmp_path):
     overrides = example.hydra_overrides(args, paths, model_path=str(tmp_path / "model"))
     import verl
 
-    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+    with initialize_config_dir(
+        config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None
+    ):
         config = compose(config_name="ppo_trainer", overrides=overrides)
-    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    validate_config(
+        config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+    )
     assert config.actor_rollout_ref.rollout.name == cpu.ROLLOUT and config.trainer.device == "cpu"
     assert config.actor_rollout_ref.actor.strategy == "fsdp2"
 
@@ -135,7 +139,9 @@ def run(tmp_path_factory):
         "out": out,
         "record": record,
         "leftover": leftover,
-        "metrics": [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+        "metrics": [
+            json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()
+        ]
         if (out / "metrics.jsonl").exists()
         else [],
     }
@@ -175,7 +181,9 @@ def test_gem_rebn_advantages_reached_the_actor(run):
         rewards, mask = call["token_level_rewards"], call["response_mask"]
         # per-turn rewards: one per action (env rewards at each action's last id)
         assert ((rewards != 0).sum(dim=1) >= 2).all()
-        expected, _ = gem_advantages("rebn", rewards, mask, config={"gamma": call["gamma"]}, index=call["index"])
+        expected, _ = gem_advantages(
+            "rebn", rewards, mask, config={"gamma": call["gamma"]}, index=call["index"]
+        )
         torch.testing.assert_close(call["advantages"], expected)
         assert call["advantages"][mask.bool()].std() > 0.1  # turns of different depth: not all equal
         produced += _masked_rows(call["advantages"], mask)
