@@ -90,6 +90,14 @@ class Args:
     output_dir: str | None = field(default=None, metadata={"help": "Default: runs/trl-<env>-<time>."})
     seed: int = 0
     # hardware
+    rollout_cache: str = field(
+        default="auto",
+        metadata={
+            "help": "Evaluation rollouts: 'kv' (key/value cache reuse, continuous batching), 'none' (re-prefill "
+            "every turn) or 'auto' ('kv' when the model supports it). Training rollouts use TransformersPolicy's "
+            "default ('auto'); the trainer marks the weights updated after every optimizer step."
+        },
+    )
     use_vllm: bool = False
     vllm_mode: str = field(default="colocate", metadata={"help": "colocate | server"})
     vllm_gpu_memory_utilization: float = 0.3
@@ -115,7 +123,7 @@ def evaluate(model, tokenizer, renderer, args: Args, step: int):
     started = time.perf_counter()
     episodes = rollout(
         [args.env_id] * args.eval_episodes,
-        TransformersPolicy(model, tokenizer, seed=args.seed),
+        TransformersPolicy(model, tokenizer, seed=args.seed, cache=args.rollout_cache),
         renderer,
         seeds=1_000_000 + args.seed * args.eval_episodes,
         max_turns=args.max_turns,

@@ -347,6 +347,7 @@ class KVEngine:
         self._tick = itertools.count()
         self._order = itertools.count()
         self._version = weights_version()
+        self._work: Any = None  # the sampler's (batch, vocab) buffer, reused every step
 
     # ---- requests -------------------------------------------------------------------------------
     def request(self, prompt: Sequence[int], params: SamplingParams, seed: int) -> Request:
@@ -458,6 +459,7 @@ class KVEngine:
                 self._drop(slot)
             if not self._running and not self._queue:
                 self._pool.clear()
+                self._work = None
 
     def flush(self) -> None:
         """Apply deferred releases and cancellations now."""
@@ -774,7 +776,10 @@ class KVEngine:
                 uniforms = torch.tensor(
                     [stream_uniform(requests[k].seed, len(requests[k].generated)) for k in rows], dtype=torch.float64
                 )
-            ids, logprobs = choose_tokens(part.float(), params, uniforms)
+            part = part.float()
+            if self._work is None or self._work.shape[0] < part.shape[0] or self._work.shape[1] < part.shape[1]:
+                self._work = part.new_empty((max(part.shape[0], 8), part.shape[1]))
+            ids, logprobs = choose_tokens(part, params, uniforms, self._work)
             for k, t, lp in zip(rows, ids.tolist(), logprobs.tolist()):
                 choices[k] = (t, lp)
         finished = []

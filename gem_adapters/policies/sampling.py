@@ -34,22 +34,32 @@ def filter_scores(scores: Any, params: SamplingParams) -> Any:
     return scores
 
 
-def choose_tokens(logits: Any, params: SamplingParams, uniforms: Any) -> tuple[Any, Any]:
+def choose_tokens(
+    logits: Any, params: SamplingParams, uniforms: Any, work: Any = None
+) -> tuple[Any, Any]:
     """``(ids, logprobs)`` for ``logits`` (batch, vocab, float32): greedy at temperature 0, else drawn
-    by inverse transform from ``uniforms`` (batch,) in [0, 1) (float64)."""
+    by inverse transform from ``uniforms`` (batch,) in [0, 1).
+
+    ``work``: an optional float32 buffer of at least ``logits``' shape, reused from call to call: the
+    plain case (temperature 1, no filter) then allocates nothing of the vocabulary's size (fresh
+    (batch, vocab) buffers every decoding step cost more than the sampling itself on a CPU)."""
     import torch
 
-    logp = torch.log_softmax(logits, dim=-1)
+    n, vocab = logits.shape
+    peak = logits.amax(dim=-1, keepdim=True)
+    exps = torch.sub(logits, peak, out=work[:n, :vocab]) if work is not None else logits - peak
+    exps.exp_()
+    total = exps.sum(dim=-1, keepdim=True)
+    lse = peak + total.log()  # log-sum-exp of the raw logits: logprob = logit - lse
     if params.temperature == 0:
         ids = logits.argmax(dim=-1)
     else:
         if params.temperature == 1.0 and params.top_k == 0 and params.top_p >= 1.0:
-            probs = logp.exp()
+            cdf = exps.cumsum_(dim=-1)  # unnormalised: the inverse transform scales u by the total
         else:
-            probs = torch.softmax(filter_scores(logits / params.temperature, params), dim=-1)
-        cdf = probs.double().cumsum_(dim=-1)
+            cdf = torch.softmax(filter_scores(logits / params.temperature, params), dim=-1).cumsum_(dim=-1)
         total = cdf[:, -1:]
         # Strictly below the total, so the first id whose cdf exceeds it has positive probability.
         target = torch.minimum(uniforms.to(cdf)[:, None] * total, torch.nextafter(total, torch.zeros_like(total)))
-        ids = torch.searchsorted(cdf, target, right=True).squeeze(1).clamp_(max=logits.shape[-1] - 1)
-    return ids, logp.gather(1, ids[:, None]).squeeze(1)
+        ids = torch.searchsorted(cdf, target, right=True).squeeze(1).clamp_(max=vocab - 1)
+    return ids, (logits.gather(1, ids[:, None]) - lse).squeeze(1)

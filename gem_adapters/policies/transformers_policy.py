@@ -253,6 +253,7 @@ class TransformersPolicy(Policy):
         stop = torch.tensor(stop_ids or (), dtype=torch.long, device=self.device)
 
         tokens, logprobs = [], []
+        work = None  # the sampler's buffer, reused every step
         finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
         past = None
         step_ids = input_ids
@@ -273,7 +274,9 @@ class TransformersPolicy(Policy):
                 uniforms = None
                 if params.temperature != 0:
                     uniforms = torch.tensor([stream_uniform(s, step) for s in seeds], dtype=torch.float64)
-                next_ids, logprob = choose_tokens(logits, params, uniforms)
+                if work is None:
+                    work = torch.empty_like(logits)
+                next_ids, logprob = choose_tokens(logits, params, uniforms, work)
                 next_ids = torch.where(finished, torch.full_like(next_ids, self.pad_token_id), next_ids)
                 tokens.append(next_ids)
                 logprobs.append(logprob)

@@ -121,9 +121,9 @@ class CountingPolicy(TransformersPolicy):
         super().__init__(*args, **kwargs)
         self.batch_sizes = []
 
-    def generate(self, prompts, params):
+    def generate(self, prompts, params, **kwargs):
         self.batch_sizes.append(len(prompts))
-        return super().generate(prompts, params)
+        return super().generate(prompts, params, **kwargs)
 
 
 def test_agenerate_merges_concurrent_calls(tiny_model, tokenizer, prompts):
