@@ -165,6 +165,25 @@ def test_ipc_objects_do_not_survive_the_call(pool, script):
     assert_healthy_and_clean(pool)
 
 
+def test_sockets_and_leftover_processes_carry_nothing_to_the_next_call(pool):
+    serve = (
+        "import os, socket, time\n"
+        "s = socket.socket(socket.AF_UNIX)\ns.bind('\\0gem-secret')\ns.listen(1)\n"
+        "if os.fork() == 0:\n    time.sleep(60)\n"  # a leftover keeping the socket open
+        "print('listening')\n"
+    )
+    r = timed(pool, serve, max_processes=4)
+    assert r.stdout == "listening\n", (r.stdout, r.stderr)
+    probe = (
+        "import socket\ns = socket.socket(socket.AF_UNIX)\n"
+        "try:\n    s.connect('\\0gem-secret')\n    print('connected')\n"
+        "except OSError as exc:\n    print('refused', exc.errno)\n"
+    )
+    for later in every_worker(pool, probe):
+        assert later.stdout.startswith("refused"), later.stdout
+    assert_healthy_and_clean(pool)
+
+
 def test_ipc_objects_do_not_reach_another_pool_or_tool_sharing_the_worker():
     tool_a = PythonTool(timeout=TIMEOUT, workers=1)
     tool_b = PythonTool(timeout=TIMEOUT, workers=1)

@@ -151,9 +151,10 @@ class SandboxPool:
     ``none``. ``preload`` names modules imported once in the template, so calls importing them are
     instant (e.g. ``("numpy", "sympy")``). ``seccomp`` adds the syscall filter where supported.
 
-    Each call gets a private ``/tmp`` (its working directory) of ``tmpfs_mb`` MB and ``max_files``
-    files and directories (default: 256 per MB), and a ``/dev/shm`` of a quarter of that size; both
-    vanish with the call (see ``template``).
+    Each call gets a private working directory (also its ``TMPDIR``) on a fresh tmpfs of ``tmpfs_mb``
+    MB and ``max_files`` files and directories (default: 256 per MB), a ``/dev/shm`` of a quarter of
+    that size and an IPC namespace of its own; all vanish with the call (see ``template``; in the
+    weak modes without root, a directory wiped after the call).
 
     ``workspace_mb`` > 0 gives the (single) worker a persistent working directory, ``self.workspace``:
     every call starts there and the files it leaves are seen by the next call, until

@@ -293,6 +293,9 @@ def private_mount_namespace() -> bool:
     try:
         sys_unshare(CLONE_NEWNS)
         make_mounts_private()
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):  # without it calls see the sandbox's processes, nothing more
         try:
             sys_mount("proc", "/proc", "proc", PROC_FLAGS, "hidepid=invisible")
         except OSError:  # kernels before 5.8 spell it as a number
@@ -300,8 +303,6 @@ def private_mount_namespace() -> bool:
         for name in ("sysrq-trigger", "irq", "bus"):  # read-only, as bubblewrap has them
             if os.path.exists(f"/proc/{name}"):
                 read_only(f"/proc/{name}")
-    except OSError:
-        return False
     return True
 
 
