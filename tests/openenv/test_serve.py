@@ -190,12 +190,9 @@ def test_a_session_killed_mid_episode_does_not_disturb_others(guess_server):
     # Its slot is free again: all 34 sessions can be opened, a 35th is refused.
     deadline = time.monotonic() + 20
     while True:
-        sockets = [connect(guess_server.ws_url) for _ in range(35)]
-        try:
+        with contextlib.ExitStack() as stack:
+            sockets = [stack.enter_context(connect(guess_server.ws_url)) for _ in range(35)]
             replies = [ws_request(ws, {"type": "reset", "data": {"seed": 0}}) for ws in sockets]
-        finally:
-            for ws in sockets:
-                ws.close()
         refused = [r for r in replies if r["type"] == "error"]
         if len(refused) == 1 or time.monotonic() > deadline:
             break
