@@ -47,10 +47,8 @@ AGENT_LOOP_YAML = Path(__file__).resolve().parent / "verl" / "gem_agent_loop.yam
 
 
 # Imported by every verl process at `import verl`. The plugin registers the gem_* estimators (and, with
-# VERL_PLATFORM=cpu, gem_adapters.verl.cpu). The agent loop is imported early so that its
-# @register("gem_agent") runs before verl's AgentLoopWorker reads the agent-loop YAML: imported later (at
-# the first instantiation), the decorator's entry, without the YAML's max_turns/max_new_tokens, replaces
-# the YAML's for every later episode.
+# VERL_PLATFORM=cpu, gem_adapters.verl.cpu). The agent loop is imported early so that every worker has
+# "gem_agent" registered even without the agent-loop YAML.
 EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.agent_loop"]
 TINY = "tiny"  # --model tiny: a random Llama over the SmolLM2 tokenizer, built under output_dir
 

@@ -29,10 +29,12 @@ stopped by a budget has ``info["stopped_by"]`` set and its last turn flagged tru
 ``gem_adapters.rollout``. A first prompt longer than ``rollout.prompt_length`` is an error (verl's
 dataset filter should have dropped the row).
 
-Registration: ``@register("gem_agent")`` in processes that import this module, and the agent-loop
-YAML (``examples/verl/gem_agent_loop.yaml``) given as ``actor_rollout_ref.rollout.agent.
-agent_loop_config_path`` for verl's workers; its keys besides ``name`` and ``_target_`` are this
-class's keyword arguments.
+Registration: the agent-loop YAML (``examples/verl/gem_agent_loop.yaml``) given as
+``actor_rollout_ref.rollout.agent.agent_loop_config_path`` for verl's workers (its keys besides
+``name`` and ``_target_`` are this class's keyword arguments), else ``register("gem_agent")`` when
+this module is imported. verl's worker reads the YAML into its registry before it imports this module
+at the first episode, so the import never replaces a configured entry (that would drop the YAML's
+``max_turns`` and ``max_new_tokens`` from every later episode).
 """
 
 from __future__ import annotations
@@ -45,7 +47,12 @@ from uuid import uuid4
 
 import torch
 from pydantic import Field
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopOutput,
+    _agent_loop_registry,
+    register,
+)
 from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
 from gem_adapters.advantages import mask_runs
@@ -67,7 +74,6 @@ class GemAgentLoopOutput(AgentLoopOutput):
         return output
 
 
-@register(AGENT_NAME)
 class GemAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, max_turns: int | None = None, max_new_tokens: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -245,3 +251,13 @@ def _plain(config: Any) -> Any:
         return OmegaConf.to_container(config, resolve=True) if OmegaConf.is_config(config) else config
     except ImportError:
         return config
+
+
+def register_gem_agent_loop() -> None:
+    """Register ``GemAgentLoop`` as ``gem_agent`` unless verl's registry already has that name
+    (from the agent-loop YAML, with its keyword arguments)."""
+    if AGENT_NAME not in _agent_loop_registry:
+        register(AGENT_NAME)(GemAgentLoop)
+
+
+register_gem_agent_loop()

@@ -272,6 +272,23 @@ def test_register_decorator_and_yaml_name_the_same_class():
     assert OmegaConf.load(AGENT_YAML)[0]["name"] == AGENT_NAME
 
 
+def test_importing_the_agent_loop_keeps_the_yamls_entry(monkeypatch):
+    """verl's worker loads the agent-loop YAML into its registry, then imports our module at the first
+    episode: the import must not replace the YAML's entry (and drop its max_turns/max_new_tokens)."""
+    from verl.experimental.agent_loop import agent_loop as verl_agent_loop
+
+    from gem_adapters.verl.agent_loop import register_gem_agent_loop
+
+    registry = verl_agent_loop._agent_loop_registry
+    monkeypatch.delitem(registry, AGENT_NAME, raising=False)
+    register_gem_agent_loop()  # without a YAML: the class itself, no keyword arguments
+    assert registry[AGENT_NAME] == {"_target_": "gem_adapters.verl.agent_loop.GemAgentLoop"}
+    yaml_entry = OmegaConf.load(AGENT_YAML)[0]
+    registry[AGENT_NAME] = yaml_entry
+    register_gem_agent_loop()
+    assert registry[AGENT_NAME] is yaml_entry and registry[AGENT_NAME]["max_turns"] == 8
+
+
 def test_plugin_entry_point_registers_estimators_in_a_fresh_process(tmp_path):
     """verl loads the ``verl.plugins`` entry points on ``import verl`` (as in each Ray worker). A
     distribution declaring ours is put on the path; a fresh interpreter then has ``gem_rebn``."""
