@@ -417,3 +417,46 @@ def test_the_exit_grace_goes_only_to_a_process_the_kernel_is_ending():
     finally:
         os.close(template.PROC_FD)
         template.PROC_FD = None
+
+
+# ---- the exit report (single-process calls are answered at the start of their exit) ---------------
+def test_exit_reports_carry_the_whole_output_and_the_real_status(pool):
+    for size in (1, 4095, 65_536, 60_000, 200_000):
+        code = f"import os, sys\nsys.stdout.write('x' * {size})\nsys.stdout.flush()\nos._exit(7)"
+        r = timed(pool, code, max_output=300_000)
+        assert (len(r.stdout), r.exit_code, r.truncated) == (size, 7, False), (size, len(r.stdout), r)
+    r = timed(pool, "x = bytearray(200 * 1024 * 1024)\nprint('big')", memory_mb=512)
+    assert r.ok and r.stdout == "big\n"
+    r = timed(pool, "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)")
+    assert (r.stdout, r.stderr, r.exit_code) == ("out\n", "err\n", 3)
+
+
+def test_signals_of_a_traced_call_behave(pool):
+    code = (
+        "import os, signal\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: print('usr1', flush=True))\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "os.kill(os.getpid(), signal.SIGSTOP)\n"  # never leaves the call stopped until its time-out
+        "print('after stop', flush=True)\n"
+        "signal.signal(signal.SIGALRM, signal.SIG_IGN)\nsignal.alarm(1)\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+    )
+    r = timed(pool, code)
+    assert r.stdout == "usr1\nafter stop\n" and r.signal == "SIGTERM" and not r.ok, r
+    assert_healthy_and_clean(pool)
+
+
+def test_a_thread_leader_exiting_early_does_not_end_the_call(pool):
+    """With threads allowed, the main thread can exit (status 0) while another goes on and crashes:
+    the call's status is the process's, not the leader's."""
+    code = (
+        "import ctypes, os, threading, time\n"
+        "def later():\n    time.sleep(0.3)\n    os.write(1, b'thread\\n')\n    os.abort()\n"
+        "threading.Thread(target=later).start()\n"
+        "ctypes.CDLL(None).syscall(60, 0)\n"  # SYS_exit: the calling thread only
+    )
+    r = timed(pool, code, max_processes=4)
+    assert not r.ok and r.signal == "SIGABRT" and r.stdout == "thread\n", r
+    r = timed(pool, code)  # one process, one thread: the thread cannot start
+    assert not r.ok and "RuntimeError" in r.stderr, r
+    assert_healthy_and_clean(pool)

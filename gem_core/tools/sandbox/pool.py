@@ -230,6 +230,9 @@ class SandboxPool:
             "workspace_mb": self._workspace_mb,
             "workspace_inodes": files(self._workspace_mb),
             "own_ipc_ns": self.mode in ("bwrap", "unshare"),
+            # Exit reports for single-process calls (see ``template``); not for workspaces, whose
+            # shells run many processes (each child's end would stop the shell for the template).
+            "trace_exit": self.workspace is None,
         }
         return _Worker(self.mode, config)
 

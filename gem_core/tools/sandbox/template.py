@@ -30,7 +30,10 @@ code:
   code starts, it holds no descriptor of the harness but its own stdin, stdout and stderr.
 
 The template enforces the wall-clock limit and the output cap and takes the call's exit status from
-the kernel (``waitpid``), never from anything the code could write. It answers the host, then kills
+the kernel, never from anything the code could write: from ``waitpid``, or (``trace_exit``, for a
+call limited to one process, hence one thread) from the kernel's report at the very start of the
+process's exit (the template traces the child for that event only: ``PTRACE_EVENT_EXIT``), so that
+the answer does not wait for the process's memory to be torn down. It answers the host, then kills
 every process of the call (``kill(-1)`` from a helper running as the call's uid when the call could
 fork), reaps them as a child subreaper, detaches the call's tmpfs (the kernel frees them: no
 directory a call leaves is ever walked, so cleanup cannot fail, and it is bounded by the inode cap)
@@ -173,6 +176,19 @@ def drop_all_capabilities() -> None:
     LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header, data = CapHeader(LINUX_CAPABILITY_VERSION_3, 0), (CapData * 2)()
     _check(LIBC.capset(ctypes.byref(header), data), "capset")
+
+
+PTRACE_CONT, PTRACE_GETEVENTMSG, PTRACE_SEIZE = 7, 0x4201, 0x4206
+PTRACE_O_TRACEEXIT, PTRACE_O_EXITKILL = 0x40, 0x100000
+PTRACE_EVENT_EXIT = 6
+STOP_SIGNALS = (signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+if LIBC is not None:
+    LIBC.ptrace.restype = ctypes.c_long
+    LIBC.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+
+
+def sys_ptrace(request: int, pid: int, addr: int | None = None, data=None) -> None:
+    _check(LIBC.ptrace(request, pid, addr, data), "ptrace")
 
 
 def tmpfs_options(size_mb: int, inodes: int, mode: str, uid: int | None) -> str:
@@ -341,7 +357,9 @@ def mount_workspace(config: dict) -> None:
 
 
 # ---- the child ----------------------------------------------------------------------------------
-def run_child(config: dict, workdir: str, host_r: int, start_w: int, out_w: int, err_w: int) -> None:
+def run_child(
+    config: dict, workdir: str, host_r: int, start_w: int, out_w: int, err_w: int, traced_r: int | None
+) -> None:
     """Runs in the forked child; never returns.
 
     Everything that does not depend on the request happens at once, while the template is idle;
@@ -356,11 +374,15 @@ def run_child(config: dict, workdir: str, host_r: int, start_w: int, out_w: int,
     status = 1
     try:
         os.setsid()
+        signal.set_wakeup_fd(-1)
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        close_other_fds(keep=(host_r, start_w))
+        close_other_fds(keep=(host_r, start_w) if traced_r is None else (host_r, start_w, traced_r))
+        if traced_r is not None:  # the template traces this process (or gave up) before it goes on
+            os.read(traced_r, 1)
+            os.close(traced_r)
         if config.get("call_ipc"):
             isolate_call_ipc()
         cwd = config.get("workspace") or workdir
@@ -453,27 +475,78 @@ class Call:
         self.start_r, start_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
+        traced_r, traced_w = os.pipe() if config.get("trace_exit") else (None, None)
         self.pid = os.fork()
         if self.pid == 0:
-            run_child(config, self.workdir, host_r, start_w, out_w, err_w)
+            run_child(config, self.workdir, host_r, start_w, out_w, err_w, traced_r)
         for fd in (start_w, out_w, err_w):
             os.close(fd)
         self.pidfd = os.pidfd_open(self.pid)
         self.wait_status: int | None = None
+        self.limited = config["drop_uid"] is not None  # RLIMIT_NPROC holds: 1 means one thread
+        self.traced = False
+        if traced_w is not None:
+            os.close(traced_r)
+            try:  # still root and the template's own copy: it may be traced (only for its exit)
+                sys_ptrace(PTRACE_SEIZE, self.pid, None, PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL)
+                self.traced = True
+            except OSError:
+                pass
+            os.write(traced_w, b"x")
+            os.close(traced_w)
 
     def wait(self) -> int:
-        if self.wait_status is None:
-            _, self.wait_status = os.waitpid(self.pid, 0)
+        while self.wait_status is None:
+            _, status = os.waitpid(self.pid, 0)
+            if os.WIFSTOPPED(status):  # a trace stop on the way out: let it go on
+                with contextlib.suppress(OSError):
+                    sys_ptrace(PTRACE_CONT, self.pid, None, None)
+                continue
+            self.wait_status = status
+        return self.wait_status
+
+    def exit_event(self) -> int | None:
+        """Handle the child's trace stops (resuming it, with its signal): the exit status it is ending
+        with (wait status form) once the kernel reports its exit, else None. The kernel stops a
+        traced process at the start of its exit, before tearing it down: the status is known
+        milliseconds earlier on a busy machine, and it is the kernel's, as from ``waitpid``."""
+        status = None
+        while self.wait_status is None:
+            try:
+                pid, raw = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if pid == 0:
+                return status
+            if not os.WIFSTOPPED(raw):
+                self.wait_status = raw  # gone without an exit stop (SIGKILL)
+                return raw
+            sig, event = os.WSTOPSIG(raw), raw >> 16
+            if sig == signal.SIGTRAP and event == PTRACE_EVENT_EXIT and threads(self.pid) == 1:
+                message = ctypes.c_ulong()
+                with contextlib.suppress(OSError):
+                    sys_ptrace(PTRACE_GETEVENTMSG, self.pid, None, ctypes.addressof(message))
+                    status = int(message.value) & 0xFFFF
+            inject = 0 if event or sig in STOP_SIGNALS else sig
+            with contextlib.suppress(OSError):
+                sys_ptrace(PTRACE_CONT, self.pid, None, inject)
         return self.wait_status
 
     def wait_start(self) -> dict | None:
         """Block until the child took a request: its limits (or op), or None if it died first."""
-        ready, _, _ = select.select([self.start_r, self.pidfd], [], [])
-        if self.start_r in ready:
-            message = os.read(self.start_r, 4096)
-            if message:
-                return json.loads(message)
-        return None
+        watch = [self.start_r, self.pidfd] + ([CHLD_R] if self.traced and CHLD_R is not None else [])
+        while True:
+            ready, _, _ = select.select(watch, [], [])
+            if self.start_r in ready:
+                message = os.read(self.start_r, 4096)
+                if message:
+                    return json.loads(message)
+                return None
+            if self.pidfd in ready:
+                return None
+            with contextlib.suppress(OSError):
+                os.read(CHLD_R, 4096)
+            self.exit_event()  # a trace stop (a signal) on the way: resume the child
 
     def setup_error(self) -> str:
         self.wait()
@@ -523,7 +596,32 @@ def reap_leftovers(uid: int) -> None:
 
 
 PROC_FD: int | None = None  # a /proc in which the template sees its calls' processes
+CHLD_R: int | None = None  # readable when a child changes state (SIGCHLD's wake-up descriptor)
+
+
+def watch_children() -> None:
+    global CHLD_R
+    CHLD_R, chld_w = os.pipe()
+    os.set_blocking(CHLD_R, False)
+    os.set_blocking(chld_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(chld_w, warn_on_full_buffer=False)
+
+
 PF_EXITING = 0x4
+
+
+def threads(pid: int) -> int:
+    """How many threads the process has (0 if it cannot be read)."""
+    try:
+        fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=PROC_FD)
+        try:
+            data = os.read(fd, 4096).decode("ascii", "replace")
+        finally:
+            os.close(fd)
+        return int(data.rsplit(")", 1)[1].split()[17])
+    except (OSError, IndexError, ValueError, TypeError):
+        return 0
 
 
 def exiting(pid: int) -> bool:
@@ -550,13 +648,36 @@ def serve_one(request: dict, call: Call) -> dict:
     buffers: dict[int, bytearray] = {out_r: bytearray(), err_r: bytearray()}
     open_fds = [out_r, err_r]
     exited = timed_out = truncated = extended = False
+    # A call of one process (one thread: its process limit is 1) is over when the kernel reports its
+    # exit: nothing else can write to its pipes, so what they hold is all its output.
+    single = int(request.get("max_processes", 1)) == 1 and call.limited
+    early: int | None = None  # that report's exit status (wait status form)
+    exit_watch = [call.pidfd, CHLD_R] if call.traced and CHLD_R is not None else [call.pidfd]
     drain_until = None  # once the child has exited, leftovers holding the pipes get a short grace
+
+    def take(fd: int) -> None:
+        nonlocal truncated
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            open_fds.remove(fd)
+            return
+        buffers[fd] += chunk
+        if len(buffers[out_r]) + len(buffers[err_r]) > cap:
+            truncated = True
+
     while (open_fds or not exited) and not truncated:
         now = time.monotonic()
         if exited and drain_until is None:
-            drain_until = now + 0.2
+            drain_until = now if early is not None else now + 0.2
         limit = deadline if drain_until is None else min(deadline, drain_until)
         if now >= limit:
+            if early is not None:  # read what the pipes hold, without waiting for more
+                ready, _, _ = select.select(open_fds, [], [], 0)
+                for fd in ready:
+                    take(fd)
+                if ready:
+                    continue
+                break
             if not exited and not extended and exiting(call.pid):
                 # The code ended in time and the kernel is tearing the process down (on a loaded
                 # machine that can wait for a CPU): its exit status is decided, wait for it.
@@ -564,22 +685,25 @@ def serve_one(request: dict, call: Call) -> dict:
                 continue
             timed_out = not exited
             break
-        watch = open_fds if exited else [*open_fds, call.pidfd]
+        watch = open_fds if exited else [*open_fds, *exit_watch]
         ready, _, _ = select.select(watch, [], [], limit - now)
         for fd in ready:
             if fd == call.pidfd:
                 exited = True
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                open_fds.remove(fd)
-                continue
-            buffers[fd] += chunk
-            if len(buffers[out_r]) + len(buffers[err_r]) > cap:
-                truncated = True
+            elif fd == CHLD_R:
+                with contextlib.suppress(OSError):
+                    os.read(CHLD_R, 4096)
+                status = call.exit_event()  # resumes the child from any trace stop
+                if status is not None and single and call.wait_status is None:
+                    early, exited = status, True
+                elif call.wait_status is not None:  # reaped: the status is final
+                    exited = True
+            elif fd in open_fds:
+                take(fd)
     if not exited:
         kill_call(call.pid, None)
-    exit_code = os.waitstatus_to_exitcode(call.wait())  # from the kernel: the code cannot forge it
+    status = early if early is not None else call.wait()
+    exit_code = os.waitstatus_to_exitcode(status)  # from the kernel: the code cannot forge it
     stdout = bytes(buffers[out_r][:cap])
     stderr = bytes(buffers[err_r][: cap - len(stdout)])
     return {
@@ -819,6 +943,8 @@ def serve() -> None:
         install = prepare_seccomp()
         config["seccomp"] = install if install is not None and probe_seccomp(install) else False
     config["call_ipc"] = probe_call_ipc()
+    if config.get("trace_exit"):
+        watch_children()
     if not config["call_ipc"] and config.get("own_ipc_ns") and os.getuid() == 0:
         # Calls share the worker's IPC namespace: at least no System V segment outlives its last
         # attachment there (the namespace is the worker's own, never the host's).
