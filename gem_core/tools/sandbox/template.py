@@ -380,9 +380,6 @@ def run_child(
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         close_other_fds(keep=(host_r, start_w) if traced_r is None else (host_r, start_w, traced_r))
-        if traced_r is not None:  # the template traces this process (or gave up) before it goes on
-            os.read(traced_r, 1)
-            os.close(traced_r)
         if config.get("call_ipc"):
             isolate_call_ipc()
         cwd = config.get("workspace") or workdir
@@ -391,6 +388,9 @@ def run_child(
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
         queues = min(1 << 20, resource.getrlimit(resource.RLIMIT_MSGQUEUE)[1])  # POSIX queues: 1 MB
         resource.setrlimit(resource.RLIMIT_MSGQUEUE, (queues, queues))
+        if traced_r is not None:  # the template traces this process (or gave up) before it drops
+            os.read(traced_r, 1)  # its uid (after that, the template could not)
+            os.close(traced_r)
         if config["drop_uid"] is not None:
             uid = config["drop_uid"]
             os.setgroups([])
