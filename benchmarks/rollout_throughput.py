@@ -94,6 +94,7 @@ def run_rollout(opts: dict) -> dict:
         policy,
         renderer,
         seeds=seeds,
+        max_turns=opts["max_turns"],
         max_new_tokens=opts["max_turn_tokens"],
         max_context_tokens=opts["max_context_tokens"],
         sampling=sampling,
@@ -199,6 +200,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--num-generations", type=int, default=2)
     parser.add_argument("--max-turn-tokens", type=int, default=12)
+    parser.add_argument("--max-turns", type=int, default=None, help="cap on turns (None: the env's; smoke runs)")
     parser.add_argument("--max-context-tokens", type=int, default=1024)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -234,6 +236,7 @@ def main() -> None:
                 **common, "env": env, "cache": cache, "episodes": args.episodes,
                 "num_generations": args.num_generations, "max_turn_tokens": args.max_turn_tokens,
                 "max_context_tokens": args.max_context_tokens, "temperature": args.temperature,
+                "max_turns": args.max_turns,
             }  # fmt: skip
             row = rows[cache] = in_subprocess("rollout", opts)
             same = "-" if "none" not in rows or cache == "none" else str(row["actions"] == rows["none"]["actions"])

@@ -348,6 +348,7 @@ class KVEngine:
         self._order = itertools.count()
         self._version = weights_version()
         self._work: Any = None  # the sampler's (batch, vocab) buffer, reused every step
+        self._peak_positions = 0
 
     # ---- requests -------------------------------------------------------------------------------
     def request(self, prompt: Sequence[int], params: SamplingParams, seed: int) -> Request:
@@ -460,6 +461,7 @@ class KVEngine:
             if not self._running and not self._queue:
                 self._pool.clear()
                 self._work = None
+                self._peak_positions = 0
 
     def flush(self) -> None:
         """Apply deferred releases and cancellations now."""
@@ -618,7 +620,6 @@ class KVEngine:
         self._running.extend(nodes)
         self._running.extend(batch)
         self.stats["peak_slots"] = max(self.stats["peak_slots"], self._pool.in_use)
-        self.stats["peak_memory_bytes"] = max(self.stats["peak_memory_bytes"], self._pool.nbytes())
 
     def _start(self, r: Request, node: Request | None) -> None:
         """Give ``r`` its first columns: wait for ``node`` if it holds more, else copy from its entry."""
@@ -754,6 +755,9 @@ class KVEngine:
                 model.train()
         self.stats["forward_calls"] += 1
         self.stats["tokens_processed"] += len(ids)
+        if self.stats["forward_calls"] == 1 or self._pool.slots * self._pool.length > self._peak_positions:
+            self._peak_positions = self._pool.slots * self._pool.length
+            self.stats["peak_memory_bytes"] = max(self.stats["peak_memory_bytes"], self._pool.nbytes())
         self.stats["decode_tokens"] += sum(1 for _, _, c in rows if c == 1)
         self.stats["prefill_tokens"] += sum(c for _, _, c in rows if c > 1)
         for r, _, count in rows:
