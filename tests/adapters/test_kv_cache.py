@@ -275,3 +275,28 @@ def test_concurrent_callers_share_the_engine(tokenizer, model):
     plain = TransformersPolicy(model, tokenizer, cache="none")
     for k in range(2):
         assert [g.token_ids for g in results[k]] == [g.token_ids for g in plain.generate(prompts[k::2], params)]
+
+
+def test_weights_changing_mid_generation_recompute_the_running_sequences(tokenizer):
+    model = stop_prone_model(tokenizer, seed=4)
+    policy = TransformersPolicy(model, tokenizer, cache="kv")
+    engine = policy.rollout_engine()
+    params = SamplingParams(max_new_tokens=6, temperature=0, stop_token_ids=())
+    prompt = tokenizer.encode("An episode generating while the trainer steps.", add_special_tokens=False)
+    request = engine.request(prompt, params, 0)
+    engine.submit([request])
+    with engine._state:
+        engine._step()
+        engine._step()  # two ids generated with the old weights
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(0.8)  # in place: detected
+    engine.wait([request])
+    assert policy.stats()["invalidations"] == 1
+    ids = request.generation.token_ids
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([prompt + ids])).logits[0], dim=-1)
+    # The ids after the change come from the new weights over the whole sequence, recomputed.
+    expected = [logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(ids)][2:]
+    assert request.generation.logprobs[2:] == pytest.approx(expected, abs=1e-4)
+    assert ids[2:] == [int(logp[len(prompt) - 1 + k].argmax()) for k in range(2, len(ids))]
