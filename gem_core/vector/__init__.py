@@ -3,6 +3,7 @@
 Backends, one semantics: ``SyncVectorEnv`` (one after another), ``AsyncVectorEnv`` (a thread per env,
 waiting overlaps), ``ProcessVectorEnv`` (worker processes, CPU work in parallel) and ``RayVectorEnv``
 (Ray actors, needs ``gem-core[ray]``; Ray itself is imported only when one is built).
+``gem_core.vector.faults.InjectFaults`` makes envs raise, hang or crash on purpose, to test all this.
 """
 
 from gem_core.vector.base import AutoresetMode, VectorEnv

@@ -1,6 +1,7 @@
 import os
 import shutil
 import tempfile
+import time
 
 import pytest
 
@@ -30,4 +31,14 @@ def ray_cluster():
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        remove_soon(temp_dir)
+
+
+def remove_soon(path, seconds=10.0):
+    """Remove ``path``, again until it is gone: Ray's processes write their last logs as they exit."""
+    deadline = time.monotonic() + seconds
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path) or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)

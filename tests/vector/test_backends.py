@@ -498,3 +498,26 @@ def test_spawned_workers_match_the_sync_backend():
         assert _run(vec, 6) == _run(SyncVectorEnv(countdown(4, length=3)), 6)
     finally:
         vec.close()
+
+
+@pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v0", "game:Mastermind-v0", "game:Hangman-v0"])
+def test_a_workers_snapshot_restores_as_get_state_does(env_id):
+    """``snapshot`` skips the default ``get_state``'s deep copy: it must restore the same future."""
+    from gem_core.vector.remote import snapshot
+
+    env = TimeLimit(gem_core.make(env_id), 6)
+    env.reset(seed=3)
+    env.step(env.sample_random_action())
+    assert pickle.loads(snapshot(env)).keys() == env.get_state().keys()
+    clones = []
+    for state in (pickle.loads(snapshot(env)), env.get_state()):
+        clone = TimeLimit(gem_core.make(env_id), 6)
+        clone.set_state(state)
+        clones.append(clone)
+    for _ in range(3):
+        actions = [c.sample_random_action() for c in (env, *clones)]
+        assert actions[0] == actions[1] == actions[2]
+        results = [c.step(actions[0]) for c in (env, *clones)]
+        assert results[0] == results[1] == results[2]
+        if results[0][2] or results[0][3]:
+            break

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -142,7 +143,10 @@ def test_ray_workers_of_an_openrlhf_style_launch_get_the_hook():
             [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
         )
     finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        deadline = time.monotonic() + 10  # Ray's processes write their last logs as they exit
+        while os.path.exists(temp_dir) and time.monotonic() < deadline:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            time.sleep(0.5)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report == {"estimator": "rebn", "tokenizers": "true", "pending": [hook.TARGET], "imported": False}
