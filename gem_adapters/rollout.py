@@ -97,7 +97,7 @@ def rollout(
         observations, _ = vec.reset(seed=_seed_list(seeds, vec.num_envs))
         players = _start_players(vec, observations, renderer, limits)
         if engine is not None:
-            _play_continuously(vec, players, engine, base)
+            _play_continuously(vec, players, engine, base or 0)
             return [player.episode for player in players]  # type: ignore[misc]
         active = list(range(len(players)))
         while active:
