@@ -52,6 +52,7 @@ when only the mask travels with the batch (the env and template ids between two 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,20 +60,90 @@ from typing import Any
 import numpy as np
 
 ReduceFn = Callable[[Any], Any]
-Estimator = Callable[..., np.ndarray]
+EstimatorFn = Callable[..., np.ndarray]
+ENTRY_POINT_GROUP = "gem_adapters.estimators"
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """A registered estimator: ``fn(batch: TurnBatch, *, gamma, lam, eps, reduce_fn) -> per-turn float64
+    array`` and what it needs besides rewards. Adapters read these flags to offer only what their
+    trainer can feed: ``needs_values`` (a critic's per-turn values), ``needs_groups`` (group ids of
+    episodes that share an initial state)."""
+
+    name: str
+    fn: EstimatorFn
+    needs_values: bool = False
+    needs_groups: bool = False
+
+    def __call__(self, batch: TurnBatch, **kwargs: Any) -> np.ndarray:
+        return self.fn(batch, **kwargs)
+
+
 ESTIMATORS: dict[str, Estimator] = {}
+_LISTENERS: list[Callable[[Estimator], None]] = []
 
 
-def register_estimator(name: str) -> Callable[[Estimator], Estimator]:
-    """Register ``fn(batch: TurnBatch, *, gamma, lam, eps, reduce_fn) -> per-turn float64 array``."""
+def register_estimator(
+    name: str, *, needs_values: bool = False, needs_groups: bool = False
+) -> Callable[[EstimatorFn], EstimatorFn]:
+    """Register ``fn`` under ``name`` (a decorator). Every adapter sees it at once, in this process;
+    for every process of a trainer (verl's and OpenRLHF's Ray workers), register it in a module named
+    by an entry point of the ``gem_adapters.estimators`` group (see ``load_entry_points``)."""
 
-    def decorate(fn: Estimator) -> Estimator:
+    def decorate(fn: EstimatorFn) -> EstimatorFn:
         if name in ESTIMATORS:
             raise ValueError(f"estimator {name!r} is already registered")
-        ESTIMATORS[name] = fn
+        estimator = Estimator(name, fn, needs_values=needs_values, needs_groups=needs_groups)
+        ESTIMATORS[name] = estimator
+        for listener in list(_LISTENERS):
+            listener(estimator)
         return fn
 
     return decorate
+
+
+def on_register(listener: Callable[[Estimator], None]) -> None:
+    """Call ``listener`` for every estimator registered so far and for every one registered later: how
+    an adapter whose trainer keeps its own registry (verl) stays in step with this one."""
+    _LISTENERS.append(listener)
+    for estimator in list(ESTIMATORS.values()):
+        listener(estimator)
+
+
+def estimator_names(*, values: bool = False, groups: bool = True) -> list[str]:
+    """The registered names usable by a trainer that can (``True``) or cannot supply per-turn values
+    and group ids."""
+    return sorted(
+        e.name
+        for e in ESTIMATORS.values()
+        if (values or not e.needs_values) and (groups or not e.needs_groups)
+    )
+
+
+def get_estimator(name: str) -> Estimator:
+    try:
+        return ESTIMATORS[name]
+    except KeyError:
+        raise KeyError(f"unknown estimator {name!r}; known: {sorted(ESTIMATORS)}") from None
+
+
+def load_entry_points() -> list[str]:
+    """Import every module named in the ``gem_adapters.estimators`` entry point group (their
+    ``register_estimator`` calls run on import); called once when this module is first imported, so
+    third-party estimators exist in every process that uses the shared core. Returns the loaded
+    entry points' names; one that fails to load is reported as a warning, not raised."""
+    from importlib import metadata
+
+    loaded = []
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            entry_point.load()
+        except Exception as exc:  # a broken plugin must not break training with the built-in estimators
+            warnings.warn(f"estimator entry point {entry_point.name!r} failed to load: {exc!r}", stacklevel=2)
+            continue
+        loaded.append(entry_point.name)
+    return loaded
 
 
 @dataclass(frozen=True)
@@ -210,7 +281,7 @@ def _group_stats(
     return episode_return, size[group], total[group], squares[group]
 
 
-@register_estimator("grpo")
+@register_estimator("grpo", needs_groups=True)
 def grpo(batch: TurnBatch, *, gamma: float, eps: float, **_: Any) -> np.ndarray:
     episode_return, size, total, squares = _group_stats(batch, "grpo", gamma)
     mean = total / size
@@ -220,20 +291,20 @@ def grpo(batch: TurnBatch, *, gamma: float, eps: float, **_: Any) -> np.ndarray:
     return per_episode[batch.episode]
 
 
-@register_estimator("dr_grpo")
+@register_estimator("dr_grpo", needs_groups=True)
 def dr_grpo(batch: TurnBatch, *, gamma: float, **_: Any) -> np.ndarray:
     episode_return, size, total, _ = _group_stats(batch, "dr_grpo", gamma)
     return (episode_return - total / size)[batch.episode]
 
 
-@register_estimator("rloo")
+@register_estimator("rloo", needs_groups=True)
 def rloo(batch: TurnBatch, *, gamma: float, **_: Any) -> np.ndarray:
     episode_return, size, total, _ = _group_stats(batch, "rloo", gamma)
     others = np.divide(total - episode_return, size - 1, out=episode_return.copy(), where=size > 1)
     return (episode_return - others)[batch.episode]
 
 
-@register_estimator("gae")
+@register_estimator("gae", needs_values=True)
 def gae(batch: TurnBatch, *, gamma: float, lam: float, **_: Any) -> np.ndarray:
     if batch.values is None:
         raise ValueError("the 'gae' estimator needs per-turn values")
@@ -264,10 +335,7 @@ def compute_advantages_flat(
     reduce_fn: ReduceFn | None = None,
 ) -> Any:
     """Per-turn advantages for flat per-turn arrays (numpy or torch; the result has the rewards' kind)."""
-    try:
-        estimator = ESTIMATORS[name]
-    except KeyError:
-        raise KeyError(f"unknown estimator {name!r}; known: {sorted(ESTIMATORS)}") from None
+    estimator = get_estimator(name)
     batch = TurnBatch.from_arrays(rewards, episode_ids, group_ids, values)
     if len(batch.rewards) == 0:
         return _like(np.zeros(0), rewards)
@@ -395,3 +463,6 @@ def _group_codes(group_ids: Sequence[Any]) -> np.ndarray:
 
 def _hashable(x: Any) -> Any:
     return tuple(_hashable(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+load_entry_points()

@@ -2,7 +2,7 @@
 
 The pure parts, tested on the CPU CI: ``episode_to_transitions`` / ``episodes_to_transitions`` (one
 ``oat.types.Transition`` per turn; ``oat.types`` and so torch are imported when called),
-``rebn_advantages`` (the learner's advantage step, shared ReBN), and ``OatVLLMPolicy`` /
+``transition_advantages`` (the learner's advantage step: a shared estimator, ReBN by default), and ``OatVLLMPolicy`` /
 ``generation_from_vllm`` / ``vllm_sampling_kwargs`` (an Oat actor's vLLM engine as a ``Policy``;
 vLLM is imported when it generates).
 
@@ -11,7 +11,7 @@ vLLM is imported when it generates).
 imported here. See ``examples/train_oat.py``.
 """
 
-from gem_adapters.oat.advantages import rebn_advantages
+from gem_adapters.oat.advantages import transition_advantages
 from gem_adapters.oat.transitions import INFO_KEYS, episode_to_transitions, episodes_to_transitions
 from gem_adapters.oat.vllm_policy import OatVLLMPolicy, generation_from_vllm, vllm_sampling_kwargs
 
@@ -21,6 +21,6 @@ __all__ = [
     "episode_to_transitions",
     "episodes_to_transitions",
     "generation_from_vllm",
-    "rebn_advantages",
+    "transition_advantages",
     "vllm_sampling_kwargs",
 ]

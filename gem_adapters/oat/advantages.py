@@ -1,9 +1,11 @@
-"""The learner's advantage step for Oat: ReBN over all collected turns, from the shared estimator.
+"""The learner's advantage step for Oat: a shared estimator (ReBN by default) over all collected turns.
 
-``rebn_advantages(episodes)`` takes Oat's episodes (lists of ``Transition``, one per turn), computes
-per-turn discounted returns ``G_t = r_t + gamma * G_{t+1}`` and normalises them over every turn of
-the batch, on all learners together when ``reduce_fn`` all-reduces (``gem_adapters.advantages``,
-estimator ``"rebn"``: the one ReBN implementation of the project). It writes what Oat's
+``transition_advantages(episodes, estimator="rebn")`` takes Oat's episodes (lists of ``Transition``,
+one per turn) and computes per-turn advantages with the named estimator of
+``gem_adapters.advantages`` (read from the registry at call time; one that needs a critic's values or
+group ids is refused, Oat's learner has neither). For ReBN: per-turn discounted returns
+``G_t = r_t + gamma * G_{t+1}`` normalised over every turn of the batch, on all learners together when
+``reduce_fn`` all-reduces (the one ReBN implementation of the project). It writes what Oat's
 ``MultiTurnTransitionDataset`` reads from each transition's info: ``advantages``, ``returns`` and
 ``values`` (0.0: there is no critic).
 
@@ -33,28 +35,37 @@ from typing import Any
 
 import numpy as np
 
-from gem_adapters.advantages import compute_advantages_flat, discounted_returns
+from gem_adapters.advantages import compute_advantages_flat, discounted_returns, get_estimator
 
 
-def rebn_advantages(
+def check_estimator(name: str) -> None:
+    """Raise unless ``name`` is a shared estimator Oat's learner can feed (no critic values, no groups)."""
+    spec = get_estimator(name)
+    if spec.needs_values or spec.needs_groups:
+        raise ValueError(f"Oat's learner has neither critic values nor episode groups for {name!r}")
+
+
+def transition_advantages(
     episodes: Sequence[Sequence[Any]],
     *,
+    estimator: str = "rebn",
     gamma: float = 1.0,
     eps: float = 1e-6,
     reduce_fn: Callable[[Any], Any] | None = None,
 ) -> np.ndarray:
-    """ReBN advantages of every turn (episodes in order, turns in order), also written into each
+    """Advantages of every turn (episodes in order, turns in order), also written into each
     transition's ``info`` as ``advantages``, ``returns`` and ``values``.
 
     ``reduce_fn(x) -> x summed over all learners`` makes the mean and std global; every learner must
     call this at the same time (it all-reduces twice).
     """
+    check_estimator(estimator)
     lengths = [len(episode) for episode in episodes]
     flat = [t for episode in episodes for t in episode]
     rewards = np.array([float(t.rewards) for t in flat], dtype=np.float64)
     episode_ids = np.repeat(np.arange(len(lengths)), lengths)
     advantages = compute_advantages_flat(
-        "rebn", rewards, episode_ids, gamma=gamma, eps=eps, reduce_fn=reduce_fn
+        estimator, rewards, episode_ids, gamma=gamma, eps=eps, reduce_fn=reduce_fn
     )
     returns = discounted_returns(rewards, gamma, episode_ids)
     for transition, advantage, ret in zip(flat, advantages, returns):

@@ -9,7 +9,7 @@ Oat (oat-llm 0.2.4) runs as a Launchpad program of actors (a vLLM engine each) a
   ``rollout_batch_size_per_device`` turns are collected; it returns them as lists of
   ``oat.types.Transition`` (``episode_to_transitions``: one per turn, full-context prompt ids).
 * ``GEMLearner(PPOMultiTurnLearner)``: ``process_feedback_data`` computes ReBN advantages over every
-  turn collected by all learners (``rebn_advantages`` with an all-reduce; see
+  turn collected by all learners (``transition_advantages`` with an all-reduce; see
   ``gem_adapters.oat.advantages`` for how this differs from Oat's whitening), then subsamples to
   ``rollout_batch_size_per_device`` and fills the buffer as Oat does. Oat's PPO step then trains on
   them with ``whiten_adv=False`` (the advantages are already normalised).
@@ -41,7 +41,7 @@ from oat.args import default_args_validation
 from oat.types import Transition
 from torch.utils.data import Dataset
 
-from gem_adapters.oat.advantages import rebn_advantages
+from gem_adapters.oat.advantages import check_estimator, transition_advantages
 from gem_adapters.oat.transitions import episodes_to_transitions
 from gem_adapters.oat.vllm_policy import OatVLLMPolicy
 from gem_adapters.policies.base import SamplingParams
@@ -59,6 +59,7 @@ class GEMArgs(PPOArgs):
     num_envs: int = 16  # episodes each actor plays at once (one vLLM batch per turn)
     max_turns: int | None = None  # actions per episode; None: the env's own limit
     system_prompt: str | None = None
+    advantage_estimator: str = "rebn"  # a shared estimator needing neither critic values nor groups
     rebn_eps: float = 1e-6  # added to the std by ReBN
     eval_episodes: int = 32  # per evaluation, split over the actors
     eval_seed: int = 10**9  # evaluation seeds: eval_seed, eval_seed + 1, ...
@@ -80,6 +81,7 @@ def validate_args(args: GEMArgs) -> GEMArgs:
         raise ValueError("GEMLearner trains without a critic; choose critic_type 'drgrpo' or 'grpo'")
     if args.max_turns is not None and args.max_turns < 1:
         raise ValueError("max_turns must be at least 1")
+    check_estimator(args.advantage_estimator)
     return args
 
 
@@ -194,7 +196,13 @@ class GEMLearner(PPOMultiTurnLearner):
 
     def process_feedback_data(self, data_list: Sequence[Sequence[Transition]]) -> None:
         args: GEMArgs = self.args
-        rebn_advantages(data_list, gamma=args.gamma, eps=args.rebn_eps, reduce_fn=self.all_reduce_sum)
+        transition_advantages(
+            data_list,
+            estimator=args.advantage_estimator,
+            gamma=args.gamma,
+            eps=args.rebn_eps,
+            reduce_fn=self.all_reduce_sum,
+        )
         transitions = [t for episode in data_list for t in episode]
         if len(transitions) > args.rollout_batch_size_per_device:
             keep = self.subsample_rng.choice(

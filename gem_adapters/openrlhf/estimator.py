@@ -58,22 +58,22 @@ from typing import Any
 import numpy as np
 
 from gem_adapters.advantages import (
-    ESTIMATORS,
     compute_advantages_flat,
     discounted_returns,
     mask_runs,
     turn_values_to_tokens,
 )
+from gem_adapters.advantages import estimator_names as shared_estimator_names
 
 ESTIMATOR_ENV = "GEM_OPENRLHF_ESTIMATOR"
 TURN_REWARDS = "gem_turn_rewards"
 NUM_TURNS = "gem_num_turns"
 SUCCESS = "gem_success"
-NEEDS_VALUES = frozenset({"gae"})  # turn-level GAE needs a critic's per-turn values
 
 
 def estimator_names() -> list[str]:
-    return sorted(name for name in ESTIMATORS if name not in NEEDS_VALUES)
+    """The shared estimators OpenRLHF can feed (no critic values), read from the registry at call time."""
+    return shared_estimator_names(values=False)
 
 
 def configured_estimator() -> str | None:

@@ -55,15 +55,15 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError("max_turn_tokens must be at least 1")
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError("max_turns must be at least 1")
-        from gem_adapters.advantages import ESTIMATORS
+        from gem_adapters.advantages import get_estimator
 
-        if self.advantage_estimator not in ESTIMATORS:
+        try:
+            estimator = get_estimator(self.advantage_estimator)
+        except KeyError as exc:
+            raise ValueError(f"unknown advantage_estimator: {exc.args[0]}") from None
+        if estimator.needs_values != self.trains_critic:
             raise ValueError(
-                f"unknown advantage_estimator {self.advantage_estimator!r}; known: {sorted(ESTIMATORS)}"
-            )
-        if (self.advantage_estimator == "gae") != self.trains_critic:
-            raise ValueError(
-                "'gae' needs a critic: use GEMPPOConfig with GEMPPOTrainer"
+                f"{estimator.name!r} needs a critic's values: use GEMPPOConfig with GEMPPOTrainer"
                 if not self.trains_critic
                 else "GEMPPOTrainer's advantages are turn-level GAE: advantage_estimator must be 'gae'"
             )

@@ -20,9 +20,12 @@ its per-turn advantages are spread over each turn's action ids. ``returns`` are 
 discounted returns ``G_t`` on the same ids. ``gamma`` and ``lam`` come from ``algorithm.gamma`` and
 ``algorithm.lam``. The whole batch is one call in verl's driver, so ReBN statistics are global.
 
-Registered names: ``gem_<name>`` for every estimator of ``gem_adapters.advantages.ESTIMATORS`` that
-needs no per-turn values (``gem_rebn``, ``gem_reinforce``, ``gem_grpo``, ``gem_dr_grpo``,
-``gem_rloo``); turn-level GAE needs the critic's values, which verl passes to its own ``gae`` only.
+Registered names: ``gem_<name>`` for every estimator of ``gem_adapters.advantages`` that needs no
+per-turn values (``gem_rebn``, ``gem_rebn_per_episode``, ``gem_reinforce``, ``gem_grpo``, ...), also
+those registered later in the process (``register_estimators`` follows the shared registry with
+``on_register``) and those of other packages' ``gem_adapters.estimators`` entry points (loaded with the
+shared module, in every verl process that imports this plugin). Turn-level GAE needs the critic's
+values, which verl passes to its own ``gae`` only.
 
 Limits: a row without any mask-1 id has no turn and gets zero advantages; verl's rollout-correction
 rejection (``algorithm.rollout_correction``) may zero parts of ``response_mask`` before the estimator
@@ -38,15 +41,15 @@ from typing import Any
 import numpy as np
 
 from gem_adapters.advantages import (
-    ESTIMATORS,
+    Estimator,
     compute_advantages_flat,
     discounted_returns,
     mask_runs,
+    on_register,
     turn_values_to_tokens,
 )
 
 PREFIX = "gem_"
-NEEDS_VALUES = frozenset({"gae"})
 
 
 def turns_from_tokens(
@@ -100,18 +103,26 @@ def gem_advantages(
 
 
 def register_estimators() -> list[str]:
-    """Register ``gem_<name>`` with verl's ``register_adv_est`` (idempotent); returns the names."""
+    """Register ``gem_<name>`` with verl's ``register_adv_est`` for every shared estimator that needs
+    no values, now and whenever one is registered later (idempotent); returns the names so far."""
+    global _FOLLOWING
+    if not _FOLLOWING:
+        _FOLLOWING = True
+        on_register(_register_with_verl)
     from verl.trainer.ppo import core_algos
 
-    names = []
-    for name in ESTIMATORS:
-        if name in NEEDS_VALUES:
-            continue
-        key = PREFIX + name
-        if key not in core_algos.ADV_ESTIMATOR_REGISTRY:
-            core_algos.register_adv_est(key)(functools.partial(gem_advantages, name))
-        names.append(key)
-    return names
+    return sorted(k for k in core_algos.ADV_ESTIMATOR_REGISTRY if k.startswith(PREFIX))
+
+
+_FOLLOWING = False
+
+
+def _register_with_verl(estimator: Estimator) -> None:
+    from verl.trainer.ppo import core_algos
+
+    key = PREFIX + estimator.name
+    if not estimator.needs_values and key not in core_algos.ADV_ESTIMATOR_REGISTRY:
+        core_algos.register_adv_est(key)(functools.partial(gem_advantages, estimator.name))
 
 
 def _numpy(x: Any) -> np.ndarray:

@@ -21,7 +21,7 @@ import torch
 from oat.types import Transition
 
 from gem_adapters.advantages import compute_advantages_flat
-from gem_adapters.oat import rebn_advantages
+from gem_adapters.oat import transition_advantages
 
 
 def oat_builtin(rewards_per_episode, gamma, keep=None):
@@ -63,7 +63,7 @@ def random_rewards(seed, episodes=24):
 def test_writes_what_oats_dataset_reads_from_the_shared_estimator():
     rewards = random_rewards(0)
     episodes = transitions(rewards)
-    got = rebn_advantages(episodes, gamma=0.9, eps=1e-6)
+    got = transition_advantages(episodes, gamma=0.9, eps=1e-6)
     ids = np.repeat(np.arange(len(rewards)), [len(r) for r in rewards])
     flat = np.concatenate(rewards)
     np.testing.assert_array_equal(got, compute_advantages_flat("rebn", flat, ids, gamma=0.9, eps=1e-6))
@@ -81,14 +81,14 @@ def test_transitions_without_info_get_one():
     episodes = transitions([[1.0, 0.0]])
     for t in episodes[0]:
         t.info = None
-    rebn_advantages(episodes)
+    transition_advantages(episodes)
     assert set(episodes[0][0].info) == {"advantages", "returns", "values"}
 
 
 def test_agrees_with_oats_whitening_without_subsampling_and_with_the_same_eps():
     for seed in range(3):
         rewards = random_rewards(seed)
-        ours = rebn_advantages(transitions(rewards), gamma=0.9, eps=1e-9)
+        ours = transition_advantages(transitions(rewards), gamma=0.9, eps=1e-9)
         np.testing.assert_allclose(ours, oat_builtin(rewards, 0.9), atol=2e-6, rtol=0)
 
 
@@ -96,7 +96,7 @@ def test_differs_when_oat_whitens_a_random_subsample():
     rewards = random_rewards(1, episodes=40)
     n = sum(map(len, rewards))
     keep = np.random.default_rng(0).choice(n, n // 4, replace=False)
-    ours = rebn_advantages(transitions(rewards), gamma=0.9, eps=1e-9)[keep]
+    ours = transition_advantages(transitions(rewards), gamma=0.9, eps=1e-9)[keep]
     oats = oat_builtin(rewards, 0.9, keep=keep)
     # Oat's batch statistics are the subsample's own (mean 0 there); ours are those of all turns.
     assert abs(oats.mean()) < 1e-6 and abs(ours.mean()) > 1e-3
@@ -106,7 +106,7 @@ def test_differs_when_oat_whitens_a_random_subsample():
 def test_differs_through_eps_when_returns_barely_vary():
     rewards = [[0.0], [2e-7]]  # std 1e-7
     oats = oat_builtin(rewards, 1.0)
-    ours = rebn_advantages(transitions(rewards), eps=1e-6)
+    ours = transition_advantages(transitions(rewards), eps=1e-6)
     np.testing.assert_allclose(oats, [-1.0, 1.0], atol=0.02)  # eps 1e-9 is negligible next to the std
     np.testing.assert_allclose(ours, [-1 / 11, 1 / 11], rtol=1e-6)  # 1e-7 / (1e-7 + 1e-6)
 
@@ -116,7 +116,7 @@ def test_one_pass_float32_variance_cancels_where_two_passes_do_not():
     rewards = [[1000.0 + float(x)] for x in rng.normal(0.0, 0.01, size=64)]  # returns share an offset
     returns = np.array([r[0] for r in rewards])
     exact = (returns - returns.mean()) / returns.std()
-    ours = rebn_advantages(transitions(rewards), eps=0.0)
+    ours = transition_advantages(transitions(rewards), eps=0.0)
     oats = oat_builtin(rewards, 1.0)
     np.testing.assert_allclose(ours, exact, rtol=1e-9, atol=1e-9)
     # E[x^2] - E[x]^2 in float32 loses every digit of a 1e-4 variance next to 1e6 (here it even goes
@@ -128,7 +128,7 @@ def test_statistics_are_global_over_learners():
     """Two learners in threads, each with half of the episodes, all-reduce through ``reduce_fn``:
     each gets the advantages that one learner with every episode would compute."""
     rewards = random_rewards(2, episodes=30)
-    expected = rebn_advantages(transitions(rewards), gamma=0.8)
+    expected = transition_advantages(transitions(rewards), gamma=0.8)
     halves = [rewards[:11], rewards[11:]]  # unequal shares of turns
     barrier, slots, results = threading.Barrier(2), [None, None], [None, None]
 
@@ -140,7 +140,7 @@ def test_statistics_are_global_over_learners():
             barrier.wait()
             return total
 
-        results[rank] = rebn_advantages(transitions(halves[rank]), gamma=0.8, reduce_fn=all_reduce_sum)
+        results[rank] = transition_advantages(transitions(halves[rank]), gamma=0.8, reduce_fn=all_reduce_sum)
 
     threads = [threading.Thread(target=learner, args=(rank,)) for rank in (0, 1)]
     for thread in threads:
@@ -149,5 +149,5 @@ def test_statistics_are_global_over_learners():
         thread.join(timeout=30)
     np.testing.assert_allclose(np.concatenate(results), expected, rtol=1e-12, atol=1e-12)
     # Locally normalised halves would differ.
-    local = rebn_advantages(transitions(halves[0]), gamma=0.8)
+    local = transition_advantages(transitions(halves[0]), gamma=0.8)
     assert np.abs(local - results[0]).max() > 1e-3

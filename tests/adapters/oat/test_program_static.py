@@ -195,13 +195,19 @@ def test_calls_into_gem_bind_to_the_real_signatures(program):
     ours = {
         k: v for k, v in imported_names(program).items() if v.split(".")[0] in ("gem_core", "gem_adapters")
     }
-    assert "rollout" in ours and "rebn_advantages" in ours and "make_vec" in ours
+    assert "rollout" in ours and "transition_advantages" in ours and "make_vec" in ours
     checked = set()
     for name, num_args, keywords in calls(program, ours):
         target = getattr(importlib.import_module(ours[name]), name)
         inspect.signature(target).bind(*[None] * num_args, **dict.fromkeys(keywords))
         checked.add(name)
-    assert {"rollout", "rebn_advantages", "episodes_to_transitions", "make_vec", "SamplingParams"} <= checked
+    assert {
+        "rollout",
+        "transition_advantages",
+        "episodes_to_transitions",
+        "make_vec",
+        "SamplingParams",
+    } <= checked
 
 
 def test_calls_into_oat_name_real_parameters():
