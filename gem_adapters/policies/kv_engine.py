@@ -17,8 +17,8 @@ the prompt's last id is always computed (its logits are needed).
 **Shared prefixes.** Requests admitted together that share a prefix no entry holds (the system
 prompt and worked game of a batch of first turns, the identical first prompts of a GRPO group) get
 it computed once: a *prefix node* is prefilled into its own slot, then copied into each dependent's
-slot (copy-on-extend). Nodes nest (a whole batch's prefix, then a group's). A node stays as an idle
-entry, so the next batch of the same weights reuses it.
+slot (copy-on-extend). Nodes nest (a whole batch's prefix, then a group's). The outermost node
+stays as an idle entry, so the next batch of the same weights reuses it.
 
 **Continuous batching.** Each step is one forward over a *packed* row: the one new id of every
 decoding sequence and the prompt ids (in chunks of at most ``max_step_tokens``) of sequences that
@@ -816,7 +816,10 @@ class KVEngine:
                 self.stats["shared_prefix_tokens"] += node.depth
         node.dependents = []
         self._running.remove(node)
-        self._entries[node.slot] = _Entry(node.slot, node.tokens, node.depth, PREFIX, next(self._tick), None)  # type: ignore[index]
+        if node.parent is None:  # a batch's common prefix: kept for the next batch of these weights
+            self._entries[node.slot] = _Entry(node.slot, node.tokens, node.depth, PREFIX, next(self._tick), None)  # type: ignore[index]
+        else:  # a group's prefix (e.g. a GRPO group's first prompt): its dependents have it now
+            self._pool.release(node.slot)  # type: ignore[arg-type]
 
     def _complete(self, r: Request) -> None:
         r.done = True
