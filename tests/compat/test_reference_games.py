@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import random
+import time
 
 import numpy as np
 import pytest
@@ -241,6 +242,35 @@ def test_random_ids_the_reference_cannot_build(reference_gem, env_id):
         (env.reset(seed=s), vars(env).get("hardcore", vars(env).get("num_rows")))[1] for s in range(20)
     }
     assert len(settings) > 1
+
+
+HOSTILE = {  # shapes that make a backtracking pattern quadratic
+    "open digits": lambda n: "\\boxed{" + "1 " * n,
+    "open letters": lambda n: "\\boxed{" + "a " * n,
+    "many boxes": lambda n: "\\boxed{1 " * n,
+    "a run of spaces": lambda n: "\\boxed{a" + " " * n,
+    "a run of digits": lambda n: "\\boxed{reveal " + "1" * n,
+}
+
+
+@pytest.mark.parametrize("env_id", [f"game:{g}-v0-easy" for g in GAMES])
+def test_moves_are_read_in_linear_time(env_id):
+    """Reading a reply 4x longer takes about 4x longer, not 16x (e.g. the reference's Tower of Hanoi
+    pattern, rewritten here, took minutes on 200,000 spaces)."""
+    env = make_ours(env_id)
+
+    def cost(action):
+        best = float("inf")
+        for _ in range(3):
+            env.reset(seed=0)
+            start = time.perf_counter()
+            env.step(action)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    for name, shape in HOSTILE.items():
+        small, large = cost(shape(20_000)), cost(shape(80_000))
+        assert large < 10 * small + 0.05, (name, small, large)
 
 
 def test_word_lists_are_nltks(reference_gem):

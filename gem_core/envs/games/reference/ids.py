@@ -1,7 +1,7 @@
 """The reference GEM's game ids and their settings, as ``gem-llm`` 0.1.0 registers them.
 
 ``REFERENCE_GAMES`` maps each id to ``(module, class, constructor kwargs)``; ``register_reference_games``
-registers them all. Settings passed as ``None`` make the game draw them at each reset (the ``-random``
+registers them all, and ``game:<Name>-v0`` (not an id of the reference) as the hard one. Settings passed as ``None`` make the game draw them at each reset (the ``-random``
 ids). Two registrations differ in form, not in effect: the reference registers Sokoban's ``-random``
 with ``room_size=None``, a keyword its env ignores (so the room size is drawn with the box count), and
 here that keyword is left out.
@@ -137,12 +137,20 @@ REFERENCE_GAMES: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
+# The reference spells it "TowerofHanoi"; gem_core's spelling names the same games.
+SPELLINGS = {"TowerofHanoi": "TowerOfHanoi"}
+
+
 def register_reference_games() -> None:
+    """Register every id of ``REFERENCE_GAMES``, ``game:<Name>-v0`` for the hard one, and each under
+    gem_core's spelling too."""
     for env_id, (module, cls, kwargs) in REFERENCE_GAMES.items():
         name, variant = env_id[len("game:") :].split("-v0-")
-        register(
-            env_id,
-            f"{module}:{cls}",
-            description=f"{name}, {variant}, as the reference GEM plays it",
-            **kwargs,
-        )
+        for spelling in (name, SPELLINGS.get(name)):
+            if spelling is None:
+                continue
+            description = f"{name}, {variant}, as the reference GEM plays it"
+            for alias in [f"game:{spelling}-v0-{variant}"] + (
+                [f"game:{spelling}-v0"] if variant == "hard" else []
+            ):
+                register(alias, f"{module}:{cls}", description=description, **kwargs)
