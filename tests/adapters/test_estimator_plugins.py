@@ -9,20 +9,20 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from gem_adapters.advantages import ESTIMATORS, estimator_names, get_estimator, register_estimator
 
-PLUGIN = """
-from gem_adapters.advantages import register_estimator
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "custom-estimators.md"
 
 
-@register_estimator("test_plugin_negated")
-def negated_returns(batch, *, gamma, **_):
-    return -batch.returns(gamma)
-"""
+def guide_plugin() -> str:
+    """The estimator module of docs/custom-estimators.md, as a reader would copy it."""
+    return GUIDE.read_text().split("```python\n", 1)[1].split("```", 1)[0]
+
 
 PROBE = """
 import json, types
@@ -34,38 +34,43 @@ from verl.trainer.ppo import core_algos
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.trainer import GEMGRPOTrainer
 
-out = {"registered": "test_plugin_negated" in ESTIMATORS}
+out = {"registered": "clipped_rebn" in ESTIMATORS}
 register_estimators()
-fn = core_algos.get_adv_estimator_fn("gem_test_plugin_negated")
-mask = torch.tensor([[1, 1, 0, 1, 0]])
-rewards = torch.tensor([[0.0, 1.0, 0.0, 2.0, 0.0]])
+fn = core_algos.get_adv_estimator_fn("gem_clipped_rebn")
+mask = torch.tensor([[1, 1, 0, 1, 0], [1, 0, 0, 0, 0]])
+rewards = torch.tensor([[0.0, 1.0, 0.0, 2.0, 0.0], [0.5, 0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
 advantages, _ = fn(token_level_rewards=rewards, response_mask=mask, config=OmegaConf.create({"gamma": 0.5}))
-out["verl"] = advantages[0].tolist()
+out["verl"] = advantages.tolist()
 
-config = GEMGRPOConfig(output_dir="{out_dir}", advantage_estimator="test_plugin_negated", gamma=0.5, use_cpu=True)
+config = GEMGRPOConfig(output_dir="{out_dir}", advantage_estimator="clipped_rebn", gamma=0.5, use_cpu=True)
 trainer = types.SimpleNamespace(args=config, accelerator=types.SimpleNamespace(num_processes=1, process_index=0))
 turn = lambda r: types.SimpleNamespace(reward=r)
-episodes = [types.SimpleNamespace(turns=[turn(1.0), turn(2.0)], group_id="g")]
+episodes = [
+    types.SimpleNamespace(turns=[turn(1.0), turn(2.0)], group_id="a"),
+    types.SimpleNamespace(turns=[turn(0.5)], group_id="b"),
+]
 out["trl"] = [a.tolist() for a in GEMGRPOTrainer.turn_advantages(trainer, episodes)]
 print(json.dumps(out))
 """
 
 
-def test_an_entry_point_estimator_reaches_verl_and_trl_in_a_fresh_process(tmp_path):
-    (tmp_path / "gem_probe_estimators.py").write_text(PLUGIN)
+def test_the_guides_entry_point_estimator_reaches_verl_and_trl_in_a_fresh_process(tmp_path):
+    (tmp_path / "my_estimators.py").write_text(guide_plugin())
     dist = tmp_path / "gem_estimator_probe-0.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: gem-estimator-probe\nVersion: 0.0\n")
-    (dist / "entry_points.txt").write_text("[gem_adapters.estimators]\nprobe = gem_probe_estimators\n")
+    (dist / "entry_points.txt").write_text("[gem_adapters.estimators]\nmy_estimators = my_estimators\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     code = textwrap.dedent(PROBE).replace("{out_dir}", str(tmp_path / "trl"))
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["registered"]
-    # Two turns, rewards 1 (on id 1) and 2 (on id 3); returns with gamma 0.5: [2, 2]; negated on the ids.
-    assert out["verl"] == [-2.0, -2.0, 0.0, -2.0, 0.0]
-    assert out["trl"] == [[-2.0, -2.0]]
+    # Episode 1: turns with rewards 1 and 2 (gamma 0.5: returns 2, 2); episode 2: one turn, return 0.5.
+    returns = np.array([2.0, 2.0, 0.5])
+    z = np.clip((returns - returns.mean()) / (returns.std() + 1e-6), -3, 3)
+    np.testing.assert_allclose(out["verl"], [[z[0], z[0], 0, z[1], 0], [z[2], 0, 0, 0, 0]], rtol=1e-6)
+    np.testing.assert_allclose(np.concatenate(out["trl"]), z, rtol=1e-6)
 
 
 def test_an_estimator_registered_later_reaches_verl():
