@@ -201,6 +201,7 @@ def hydra_overrides(args: Args, paths: dict[str, Path], model_path: str) -> list
         f"trainer.val_before_train={args.test_freq > 0}",
         "trainer.save_freq=-1",
         f"trainer.default_local_dir={paths['out'] / 'checkpoints'}",
+        f"hydra.run.dir={paths['out'] / 'hydra'}",  # Hydra's log and config, not ./outputs/DATE/TIME
     ]
     if args.device == "cpu":
         from gem_adapters.verl.cpu import CPU_OVERRIDES
