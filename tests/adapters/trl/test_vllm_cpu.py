@@ -36,9 +36,10 @@ GREEDY = SamplingParams(max_new_tokens=8, temperature=0, stop_token_ids=())
 VLLM_CPU_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # the cores are shared with other processes
-    "VLLM_CPU_CI_ENV": "1",  # eager model: no inductor compilation (~1 min on 2 cores)
+    "VLLM_CPU_CI_ENV": "1",  # run the model eagerly: no inductor compilation at start
 }
 
+DISTRIBUTED_VARIABLES = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
 
 FRESH_ENGINE = """
 import json, sys
@@ -206,9 +207,11 @@ def test_the_example_trains_smollm2_with_use_vllm(tmp_path):
     example = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "train_trl.py")
     flags = "--use-vllm --vllm-gpu-memory-utilization 0.05 --total-steps 2 --episodes-per-step 2"
     flags += f" --micro-batch-size 2 --num-generations 2 --max-turn-tokens 4 --eval-episodes 0 --output-dir {tmp_path}"
+    # TRL's colocate mode exported the fixture's torch.distributed variables: a new run picks its own.
+    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED_VARIABLES}
     result = subprocess.run(
         [sys.executable, example, *flags.split()],
-        env={**os.environ, **VLLM_CPU_ENV},
+        env={**env, **VLLM_CPU_ENV},
         capture_output=True,
         text=True,
         timeout=900,
