@@ -273,6 +273,21 @@ def test_moves_are_read_in_linear_time(env_id):
         assert large < 10 * small + 0.05, (name, small, large)
 
 
+def test_ids_and_settings_are_the_references(reference_gem):
+    """Every game id of the reference is here with the reference's settings (Sokoban's ``-random``
+    less ``room_size``, a keyword the reference's env ignores)."""
+    from gem.envs.registration import ENV_REGISTRY
+
+    from gem_core.envs.games.reference.ids import REFERENCE_GAMES
+
+    theirs = {i: s.kwargs for i, s in ENV_REGISTRY.items() if i.startswith("game:")}
+    assert sorted(theirs) == sorted(REFERENCE_GAMES) == sorted(IDS)
+    theirs["game:Sokoban-v0-random"] = {
+        k: v for k, v in theirs["game:Sokoban-v0-random"].items() if k != "room_size"
+    }
+    assert {i: kwargs for i, (_, _, kwargs) in REFERENCE_GAMES.items()} == theirs
+
+
 def test_word_lists_are_nltks(reference_gem):
     """The shipped lists are, entry for entry, what NLTK's ``words`` corpus gives the reference."""
     from nltk.corpus import words
