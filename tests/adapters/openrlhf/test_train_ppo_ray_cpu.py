@@ -131,6 +131,7 @@ def test_trainer_advantages_are_per_turn_rebn(run):
                 row += 1
         assert row == len(rewards) == 4  # --rollout.batch_size 2 x --rollout.n_samples_per_prompt 2
     assert max(turns_seen) > 1  # multi-turn episodes
+    assert len(set(turns_seen)) > 1  # of different lengths (prepare.py): ReBN's values are not all alike
 
 
 def test_the_actor_trained_on_those_advantages(run):

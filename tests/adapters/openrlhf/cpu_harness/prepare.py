@@ -11,7 +11,7 @@ from pathlib import Path
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
 SYSTEM_PROMPT = "Answer with \\boxed{...}."
-MAX_TURNS = 3
+MAX_TURNS = (3, 1, 2, 3)  # per row, in turn: episodes of different lengths make ReBN's numbers differ
 
 
 def main(out: str, num_tasks: int = 4) -> None:
@@ -23,7 +23,17 @@ def main(out: str, num_tasks: int = 4) -> None:
     model = tiny_causal_lm(tokenizer, seed=0, hidden_size=128)  # 4 heads of 32
     model.save_pretrained(folder / "model")
     tokenizer.save_pretrained(folder / "model")
-    rows = task_rows(ENV_ID, num_tasks, first_seed=0, system_prompt=SYSTEM_PROMPT, max_turns=MAX_TURNS)
+    rows = [
+        row
+        for seed in range(num_tasks)
+        for row in task_rows(
+            ENV_ID,
+            1,
+            first_seed=seed,
+            system_prompt=SYSTEM_PROMPT,
+            max_turns=MAX_TURNS[seed % len(MAX_TURNS)],
+        )
+    ]
     write_prompts(folder / "train.jsonl", rows)
     print(folder)
 
