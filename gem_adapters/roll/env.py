@@ -91,11 +91,14 @@ class RollEnv(gem.Env):
         return self.gem_core_env.sample_random_action()
 
     def spawn(self, same_state: bool = False, **kwargs: Any) -> RollEnv:
-        return RollEnv(
-            self.gem_core_env.env.spawn(same_state=same_state, **kwargs),
+        clone = RollEnv(
+            self.gem_core_env.env.spawn(**kwargs),
             special_tokens=self.special_tokens,
             instruction_from_observation=self.instruction_from_observation,
         )
+        if same_state:  # the wrapper's state too (whether its episode is running)
+            clone.gem_core_env.set_state(self.gem_core_env.get_state())
+        return clone
 
     def close(self) -> None:
         self.gem_core_env.close()

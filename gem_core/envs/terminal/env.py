@@ -111,7 +111,6 @@ class TerminalEnv(Env[str]):
         self._backend: TerminalBackend | None = None
         self.task_index: int | None = None
         self.turn = 0
-        self.finished = True
 
     @property
     def task(self) -> dict[str, Any] | None:
@@ -139,7 +138,6 @@ class TerminalEnv(Env[str]):
         else:
             self.task_index = next(i for i, t in enumerate(self.tasks) if t["name"] == self.task_name)
         self.turn = 0
-        self.finished = False
         self.backend.start(self.task["files"])
         files = ", ".join(sorted(self.task["files"])) or "(none)"
         obs = (
@@ -155,10 +153,6 @@ class TerminalEnv(Env[str]):
         return obs, {"task": self.task["name"]}
 
     def step(self, action: str) -> StepResult:
-        if self.finished:
-            raise RuntimeError("the episode is over; call reset()")
-        if not isinstance(action, str):
-            raise TypeError(f"an action is a str, got {type(action).__name__}")
         self.turn += 1
         found = find_command(action)
         done = says_done(action if found is None else action[: found[1]] + action[found[2] :])
@@ -183,7 +177,6 @@ class TerminalEnv(Env[str]):
             )
             reward += score
             info.update(success=passed == len(checks), score=score, checks=checks)
-            self.finished = True
         else:
             feedback = f"{feedback}\n{self._turns_left_text()}"
         return feedback, float(reward), done, truncated, info
