@@ -11,6 +11,7 @@ import fnmatch
 import functools
 import importlib
 import inspect
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +104,9 @@ def spec(id: str) -> EnvSpec:
     """
     if id.startswith(OPENENV_PREFIX):
         url = id[len(OPENENV_PREFIX) :]
-        return EnvSpec(id, "gem_core.openenv.client:OpenEnvClientEnv", {"url": url}, f"OpenEnv server at {url}")
+        return EnvSpec(
+            id, "gem_core.openenv.client:OpenEnvClientEnv", {"url": url}, f"OpenEnv server at {url}"
+        )
     _load_builtin_envs()
     try:
         return _REGISTRY[id]
@@ -205,10 +208,21 @@ def _build_env(env_spec: EnvSpec, kwargs: dict[str, Any], wrappers: Sequence[Cal
 
 
 _builtins_loaded = False
+_builtins_loading = False  # while the importing thread runs the import: its nested calls return at once
+_builtins_lock = threading.RLock()
 
 
 def _load_builtin_envs() -> None:
-    global _builtins_loaded
-    if not _builtins_loaded:
+    """Import the built-in env modules once; other threads that ask meanwhile wait for the whole import."""
+    global _builtins_loaded, _builtins_loading
+    if _builtins_loaded:
+        return
+    with _builtins_lock:
+        if _builtins_loaded or _builtins_loading:
+            return
+        _builtins_loading = True
+        try:
+            importlib.import_module("gem_core.envs")
+        finally:
+            _builtins_loading = False
         _builtins_loaded = True
-        importlib.import_module("gem_core.envs")

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 
 import gem_core
@@ -65,3 +68,27 @@ def test_make_vec_builds_sync_or_async_with_wrappers():
     assert [e.spec.id for e in mixed.envs] == ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"]
     with pytest.raises(EnvNotFoundError):
         gem_core.make_vec("game:Nope-v0", 2)
+
+
+def test_threads_making_their_first_envs_at_once_all_find_the_builtin_ids():
+    """The first ``make`` imports the built-in envs; threads that ask meanwhile wait for the import
+    (OpenRLHF plays a prompt's samples in threads from the start)."""
+    code = (
+        "import threading, gem_core\n"
+        "errors, barrier = [], threading.Barrier(8)\n"
+        "def play():\n"
+        "    barrier.wait()\n"
+        "    try:\n"
+        "        gem_core.make('game:GuessTheNumber-v0-easy')\n"
+        "    except Exception as exc:\n"
+        "        errors.append(repr(exc))\n"
+        "threads = [threading.Thread(target=play) for _ in range(8)]\n"
+        "[t.start() for t in threads]\n"
+        "[t.join() for t in threads]\n"
+        "print(errors)\n"
+    )
+    for _ in range(2):
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        )
+        assert out.stdout.strip() == "[]"

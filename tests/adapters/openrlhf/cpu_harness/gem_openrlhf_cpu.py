@@ -59,7 +59,6 @@ def install() -> None:
     patch_on_import("openrlhf.utils.distributed_util", _distributed_util)
     patch_on_import("openrlhf.trainer.ppo_utils.replay_buffer", _replay_buffer)
     patch_on_import("openrlhf.trainer.ray.vllm_worker_wrap", _worker_wrap)
-    patch_on_import("gem_adapters.openrlhf.agent", _gem_core_registry_race)
     if os.environ.get(RECORD):
         patch_on_import("openrlhf.trainer.ppo_utils.experience_maker", _record_experience_maker)
         patch_on_import("openrlhf.trainer.ray.ppo_actor", _record_training_step)
@@ -171,17 +170,6 @@ def _worker_wrap(module: Any) -> None:
 
 
 # ---- not OpenRLHF: a gem_core bug the real trainer revealed (remove once gem_core/registry.py is fixed) ---
-def _gem_core_registry_race(module: Any) -> None:
-    """``gem_core.registry._load_builtin_envs`` sets its "loaded" flag *before* importing
-    ``gem_core.envs``; OpenRLHF plays the samples of a prompt concurrently and ``GemEnvInstance.reset``
-    makes the envs in threads (``asyncio.to_thread``), so every thread but the first looks the id up in
-    a half-filled registry and fails (``EnvNotFoundError``). Loading the built-in envs once, before
-    any episode, keeps this run about OpenRLHF."""
-    from gem_core import registry
-
-    registry.list_envs()
-
-
 # ---- recording ---------------------------------------------------------------------------------------
 def _record_dir() -> str:
     path = os.environ[RECORD]
