@@ -37,9 +37,12 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
 STARTUP_TIMEOUT = 120.0  # seconds for a worker to start and to run a warmup call
+# CPU time of one call past which its worker dies (every deadline is far below it).
+REQUEST_CPU_SECONDS = int(os.environ.get("GEM_GRADER_CPU_SECONDS", "300"))
 _HEADER = struct.Struct("<Q")
 
 
@@ -93,6 +96,8 @@ class _Worker:
             start_new_session=True,  # a Ctrl-C in the terminal reaches the parent only
         )
         self.warmups: dict[str, tuple[str, tuple[Any, ...]]] = {}  # the warmups it has run, by key
+        self.owner = os.getpid()
+        _STARTED.add(self)
 
     def warm(self, warmup: tuple[str, tuple[Any, ...]] | None) -> None:
         """Run ``warmup`` unless this worker already has (under ``STARTUP_TIMEOUT``)."""
@@ -237,6 +242,7 @@ class _Pool:
 # name -> (reply format, default size)
 POOLS = {"grading": "json", "generation": "pickle"}
 _POOLS: dict[str, _Pool] = {}
+_STARTED: weakref.WeakSet[_Worker] = weakref.WeakSet()  # every live worker, for shutdown
 _POOL_LOCK = threading.Lock()
 
 
@@ -254,10 +260,13 @@ def _pool(name: str = "grading") -> _Pool:
 
 @atexit.register
 def shutdown() -> None:
-    """Kill the idle workers (they also exit by themselves when this process ends)."""
+    """Kill every worker this process started, idle or in the middle of a call."""
     for pool in list(_POOLS.values()):
         if pool.pid == os.getpid():
             pool.close()
+    for worker in list(_STARTED):
+        if worker.owner == os.getpid():
+            worker.kill()
 
 
 # ---- the worker side ------------------------------------------------------------------------------
@@ -266,6 +275,7 @@ def serve(reply_format: str = "json") -> None:
     pickles in the generation pool) to stdout."""
     import resource
 
+    _exit_when_orphaned()
     limit = int(os.environ.get("GEM_GRADER_MEMORY_MB", "4096")) * 2**20
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     replies = os.fdopen(os.dup(1), "wb")
@@ -277,6 +287,14 @@ def serve(reply_format: str = "json") -> None:
         if len(header) < _HEADER.size:
             return  # the parent closed the pipe
         target, args = pickle.loads(requests.read(_HEADER.unpack(header)[0]))
+        # A call past its deadline is killed by the parent; if the parent died instead, the kernel ends
+        # a call that computes on without ever returning to the interpreter (SIGXCPU).
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_limit = int(used.ru_utime + used.ru_stime) + REQUEST_CPU_SECONDS
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        if hard != resource.RLIM_INFINITY:
+            cpu_limit = min(cpu_limit, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit, hard))
         try:
             module, _, name = target.partition(":")
             reply = {"ok": getattr(importlib.import_module(module), name)(*args)}
@@ -286,3 +304,17 @@ def serve(reply_format: str = "json") -> None:
             data = pickle.dumps(error) if reply_format == "pickle" else json.dumps(error).encode()
         replies.write(_HEADER.pack(len(data)) + data)
         replies.flush()
+
+
+def _exit_when_orphaned(period: float = 1.0) -> None:
+    """End this worker once its parent is gone, even in the middle of a computation that never returns
+    to read the closed pipe. (Not ``PR_SET_PDEATHSIG``: it fires when the *thread* that started the
+    worker ends, and replacements are started from short-lived threads.)"""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="gem-orphan-watch", daemon=True).start()
