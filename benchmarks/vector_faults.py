@@ -1,6 +1,6 @@
 """Vector envs under faults: how many episodes each backend loses, and how long a batch step can take.
 
-    python benchmarks/vector_faults.py [--env game:GuessTheNumber-v0] [--num-envs 16] [--steps 300]
+    python benchmarks/vector_faults.py [--env game:GuessTheNumber-v1] [--num-envs 16] [--steps 300]
         [--step-timeout 2] [--raise-prob 0.01] [--hang-prob 0.01] [--hang-seconds 60]
         [--num-workers 2] [--backends sync,threads,processes,ray] [--out FILE]
 
@@ -114,7 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--env", default="game:GuessTheNumber-v0")
+    parser.add_argument("--env", default="game:GuessTheNumber-v1")
     parser.add_argument("--num-envs", type=int, default=16)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--step-timeout", type=float, default=2.0)

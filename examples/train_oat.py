@@ -11,7 +11,7 @@ actor, one for the learner)::
     python3.10 -m venv .venv-oat && . .venv-oat/bin/activate
     pip install oat-llm==0.2.4          # brings vLLM 0.8.4, DeepSpeed, Launchpad, transformers 4.51.3
     pip install -e . --no-deps          # gem_core + gem_adapters; numpy is their only import-time need
-    python examples/train_oat.py --env_id game:GuessTheNumber-v0-easy --gpus 2
+    python examples/train_oat.py --env_id game:GuessTheNumber-v1-easy --gpus 2
 
 Every setting is a field of ``Args``; tyro turns each into a flag (Oat's own fields too:
 ``--learning_rate``, ``--gpus``, ``--collocate``, ``--use_wb`` ...). This file cannot run on the
@@ -32,7 +32,7 @@ from gem_adapters.oat.program import GEMActor, GEMArgs, GEMLearner, validate_arg
 @dataclass
 class Args(GEMArgs):
     # The task.
-    env_id: str = "game:GuessTheNumber-v0-easy"
+    env_id: str = "game:GuessTheNumber-v1-easy"
     max_turns: int | None = None  # actions per episode; None: the env's own limit
     system_prompt: str | None = None
     num_envs: int = 16  # episodes each actor plays at once

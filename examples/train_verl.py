@@ -26,7 +26,7 @@ step, for debugging an env, a reward or an estimator through the real trainer)::
     python examples/train_verl.py --device cpu --model tiny --total-training-steps 2
 Extra Hydra overrides go after ``--``::
 
-    python examples/train_verl.py --env-ids game:GuessTheNumber-v0-easy --total-training-steps 50 \\
+    python examples/train_verl.py --env-ids game:GuessTheNumber-v1-easy --total-training-steps 50 \\
         -- trainer.logger='[console,wandb]'
 """
 
@@ -57,7 +57,7 @@ TINY = "tiny"  # --model tiny: a random Llama over the SmolLM2 tokenizer, built 
 class Args:
     device: str = "cuda"  # "cuda" (vLLM rollout) or "cpu" (transformers rollout; see gem_adapters.verl.cpu)
     model: str = "smollm2"  # "smollm2" (offline copy), "tiny", a Hugging Face id or a local path
-    env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v0-easy"])
+    env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v1-easy"])
     system_prompt: str | None = (
         "You are playing a game. Think briefly, then answer with your move as \\boxed{...}."
     )

@@ -17,8 +17,8 @@ from gem_adapters.evaluation import pass_at_k
 from gem_adapters.trajectory import read_jsonl
 from gem_core.cli import main
 
-GUESS = "game:GuessTheNumber-v0-easy"
-HANOI = "game:TowerOfHanoi-v0-easy"
+GUESS = "game:GuessTheNumber-v1-easy"
+HANOI = "game:TowerOfHanoi-v1-easy"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -78,7 +78,7 @@ def test_play_through_stdin():
 
 
 def test_play_unknown_env_is_one_line():
-    proc = gem("play", "game:GuessTheNumbr-v0-easy")
+    proc = gem("play", "game:GuessTheNumbr-v1-easy")
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "Did you mean" in proc.stderr
 
@@ -134,7 +134,7 @@ def test_eval_solver_wins_and_random_does_worse(tmp_path, capsys):
 def test_eval_rerun_is_identical_for_random(tmp_path):
     outs = [tmp_path / "a", tmp_path / "b"]
     for out in outs:
-        args = ["eval", "--model", "random", "--env", "game:Wordle-v0-easy", "--episodes", "4", "--k", "2"]
+        args = ["eval", "--model", "random", "--env", "game:Wordle-v1-easy", "--episodes", "4", "--k", "2"]
         assert main([*args, "--no-progress", "--out", str(out)]) == 0
     assert metrics_of(outs[0]) == metrics_of(outs[1])
     assert (outs[0] / "trajectories.jsonl").read_text() == (outs[1] / "trajectories.jsonl").read_text()
@@ -220,7 +220,7 @@ def test_eval_through_an_openai_compatible_server_matches_local(tmp_path, tiny_m
 # ---- one-line errors ----------------------------------------------------------------------------
 def test_errors_are_one_line_with_status_2(tmp_path, closed_port):
     cases = {
-        "unknown env": (["--model", "random", "--env", "game:GuessTheNumbr-v0-easy"], "Did you mean"),
+        "unknown env": (["--model", "random", "--env", "game:GuessTheNumbr-v1-easy"], "Did you mean"),
         "bad endpoint": (
             ["--model", f"http://127.0.0.1:{closed_port}", "--env", GUESS],
             "cannot reach the endpoint",

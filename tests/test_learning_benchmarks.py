@@ -40,7 +40,7 @@ def test_guess_warmup_player_plays_legally_and_always_wins():
 
 
 def test_range_hints_bracket_the_target():
-    env = gem_core.make("game:GuessTheNumber-v0-learn-range")
+    env = gem_core.make("game:GuessTheNumber-v1-learn-range")
     for seed in range(20):
         env.reset(seed=seed)
         target, done = env.unwrapped.target, False

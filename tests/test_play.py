@@ -51,7 +51,7 @@ class BinarySearchPlayer:
 @pytest.mark.parametrize("seed", range(5))
 def test_a_scripted_person_wins_guess_the_number(seed):
     person = BinarySearchPlayer(1, 50)
-    summary = play("game:GuessTheNumber-v0-hard", seed=seed, input_fn=person.input, print_fn=person.print)
+    summary = play("game:GuessTheNumber-v1-hard", seed=seed, input_fn=person.input, print_fn=person.print)
     out = "\n".join(person.printed)
     assert summary.success and summary.finished
     assert summary.total_reward == pytest.approx(1.0)  # wrong guesses 0.0, the right one +1.0
@@ -66,20 +66,20 @@ def test_a_scripted_person_wins_guess_the_number(seed):
 def test_restart_history_and_quit():
     printed = []
     lines = typed(":h", "\\boxed{25} after some thought", "hello", ":h", ":r", ":q", "never read")
-    summary = play("game:GuessTheNumber-v0-hard", seed=3, input_fn=lines, print_fn=printed.append)
+    summary = play("game:GuessTheNumber-v1-hard", seed=3, input_fn=lines, print_fn=printed.append)
     out = "\n".join(printed)
     assert "No moves yet." in out
     assert "1. \\boxed{25} after some thought" in out  # a typed \boxed action is sent as is
     assert "(format_error)" not in out.split("hello")[0]
     assert "2. \\boxed{hello}  ->  -0.100" in out  # wrapped, then penalised as not an integer
-    assert out.count("=== <game:GuessTheNumber-v0-hard> (seed 3) ===") == 2  # the restart
+    assert out.count("=== <game:GuessTheNumber-v1-hard> (seed 3) ===") == 2  # the restart
     assert summary.turns == 0 and summary.history == []  # the summary is the restarted episode's
 
 
 def test_out_of_turns_and_end_of_input():
     printed = []
     lines = typed("1", "2", "3", "4", "5")  # seed 0 hides 7: four wrong guesses use up the turns
-    summary = play("game:GuessTheNumber-v0-easy", seed=0, input_fn=lines, print_fn=printed.append)
+    summary = play("game:GuessTheNumber-v1-easy", seed=0, input_fn=lines, print_fn=printed.append)
     assert summary.finished and not summary.success and summary.turns == 4
     assert any("=== Out of turns. Return +0.000 in 4 turns." in p for p in printed)
     assert "The episode is over" in printed[-1]  # the fifth line was not played; then the input ended
@@ -88,7 +88,7 @@ def test_out_of_turns_and_end_of_input():
 def test_format_errors_are_reported():
     printed = []
     lines = typed(":raw no box at all", ":q")
-    summary = play("game:GuessTheNumber-v0-easy", seed=0, input_fn=lines, print_fn=printed.append)
+    summary = play("game:GuessTheNumber-v1-easy", seed=0, input_fn=lines, print_fn=printed.append)
     assert summary.total_reward == pytest.approx(-0.1)
     assert any("(format_error)" in p for p in printed)
 

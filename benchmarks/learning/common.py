@@ -90,14 +90,14 @@ class PickSeven(gem_core.Env):
 
 GUESS_1_10 = {"min_number": 1, "max_number": 10, "max_turns": 10}
 LEARNING_ENVS = {  # id -> (entry point, description, constructor kwargs)
-    "game:GuessTheNumber-v0-learn": (
+    "game:GuessTheNumber-v1-learn": (
         GuessTheNumberEnv,
         "GuessTheNumber 1-10 with 10 turns: every legal strategy can win; only speed differs.",
         GUESS_1_10,
     ),
-    "game:GuessTheNumber-v0-learn-range": (
+    "game:GuessTheNumber-v1-learn-range": (
         GuessTheNumberWithRange,
-        "game:GuessTheNumber-v0-learn whose hints also state the remaining range.",
+        "game:GuessTheNumber-v1-learn whose hints also state the remaining range.",
         GUESS_1_10,
     ),
     "learn:PickSeven-v0": (PickSeven, "One guess from 1 to 10; only 7 scores.", {}),
@@ -125,9 +125,9 @@ def _register() -> None:
 
 _register()
 TASKS = {
-    "guess": Task("game:GuessTheNumber-v0-learn", _guess_warmup),
-    "guess_range": Task("game:GuessTheNumber-v0-learn-range", _guess_warmup),
-    "hangman": Task("game:Hangman-v0-easy", _hangman_warmup),
+    "guess": Task("game:GuessTheNumber-v1-learn", _guess_warmup),
+    "guess_range": Task("game:GuessTheNumber-v1-learn-range", _guess_warmup),
+    "hangman": Task("game:Hangman-v1-easy", _hangman_warmup),
     "sum": Task("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
     "pick": Task("learn:PickSeven-v0", lambda env, rng: f"\\boxed{{{rng.randint(1, 10)}}}"),
 }

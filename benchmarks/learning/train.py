@@ -111,7 +111,7 @@ def first_guess_distance(episodes) -> float:
     firsts = [
         extract_boxed(e.turns[0].action)
         for e in episodes
-        if e.env_id.startswith("game:GuessTheNumber-v0-learn")
+        if e.env_id.startswith("game:GuessTheNumber-v1-learn")
     ]
     numbers = [int(g) for g in firsts if g is not None and g.strip().isdigit()]
     return statistics.mean(abs(n - 5.5) for n in numbers) if numbers else float("nan")

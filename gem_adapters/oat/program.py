@@ -55,7 +55,7 @@ SEEDS_PER_ACTOR = 10**8  # actor i draws training seeds from [seed + i * SEEDS_P
 class GEMArgs(PPOArgs):
     """Oat's PPO arguments plus the GEM episode settings (tyro turns each field into a flag)."""
 
-    env_id: str = "game:GuessTheNumber-v0-easy"  # a gem_core env id
+    env_id: str = "game:GuessTheNumber-v1-easy"  # a gem_core env id
     num_envs: int = 16  # episodes each actor plays at once (one vLLM batch per turn)
     max_turns: int | None = None  # actions per episode; None: the env's own limit
     system_prompt: str | None = None

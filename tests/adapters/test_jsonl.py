@@ -18,7 +18,7 @@ def episodes(tokenizer, tiny_model):
     renderer = ChatRenderer(tokenizer, system_prompt="Answer with \\boxed{N}.")
     policy = TransformersPolicy(tiny_model, tokenizer, seed=1)
     return rollout(
-        "game:GuessTheNumber-v0-easy", policy, renderer, num_envs=3, seeds=[4, 4, 5], max_new_tokens=6
+        "game:GuessTheNumber-v1-easy", policy, renderer, num_envs=3, seeds=[4, 4, 5], max_new_tokens=6
     )
 
 
@@ -35,7 +35,7 @@ def test_round_trip_is_exact(tmp_path, episodes):
         assert restored.to_sequence() == original.to_sequence()
         assert restored.to_turn_samples() == original.to_turn_samples()
     line = json.loads(path.read_text().splitlines()[0])
-    assert line["env_id"] == "game:GuessTheNumber-v0-easy" and line["seed"] == 4
+    assert line["env_id"] == "game:GuessTheNumber-v1-easy" and line["seed"] == 4
     assert line["turns"][0]["observation"].startswith("You are playing Guess The Number")
     assert write_jsonl(path, episodes[:1], append=True) == 1 and len(read_jsonl(path)) == 4
 

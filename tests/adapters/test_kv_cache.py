@@ -15,7 +15,7 @@ from gem_adapters.rollout import aplay_episode, arollout, rollout
 from gem_adapters.trajectory import ChatRenderer
 from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE
 
-ENV_ID = "game:GuessTheNumber-v0-easy"
+ENV_ID = "game:GuessTheNumber-v1-easy"
 IM_END = 2
 DEMO = [
     {"role": "user", "content": "Guess my number between 1 and 10. Reply with \\boxed{}."},

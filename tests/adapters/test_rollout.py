@@ -16,7 +16,7 @@ from gem_adapters.policies import Generation, SamplingParams, TransformersPolicy
 from gem_adapters.rollout import aplay_episode, arollout, rollout, rollout_stats
 from gem_adapters.trajectory import ChatRenderer, PromptIds
 
-ENV_ID = "game:GuessTheNumber-v0-easy"
+ENV_ID = "game:GuessTheNumber-v1-easy"
 IM_START, IM_END = 1, 2  # <|im_start|>, <|im_end|> in the SmolLM2 vocabulary
 
 

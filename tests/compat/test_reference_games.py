@@ -20,6 +20,7 @@ import time
 import numpy as np
 import pytest
 
+import gem_core
 from gem_core.envs.games.reference.base import ReferenceGame
 from gem_core.envs.games.sokoban import SokobanEnv as LevelGenerator
 
@@ -93,12 +94,7 @@ def reference(reference_gem):
 
 
 def make_ours(env_id: str) -> ReferenceGame:
-    import importlib
-
-    from gem_core.envs.games.reference.ids import REFERENCE_GAMES
-
-    module, cls, kwargs = REFERENCE_GAMES[env_id]
-    env = getattr(importlib.import_module(module), cls)(**kwargs)  # PHASE1
+    env = gem_core.make(env_id)
     assert isinstance(env, ReferenceGame), f"{env_id} should make the reference-faithful game"
     return env
 

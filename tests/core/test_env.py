@@ -110,9 +110,9 @@ def test_wrapper_rejects_non_env():
 
 
 def test_spec_is_set_by_make_and_visible_through_wrappers():
-    env = TimeLimit(gem_core.make("game:GuessTheNumber-v0-easy"), max_turns=2)
-    assert env.spec.id == "game:GuessTheNumber-v0-easy"
-    assert env.spawn().spec.id == "game:GuessTheNumber-v0-easy"
+    env = TimeLimit(gem_core.make("game:GuessTheNumber-v1-easy"), max_turns=2)
+    assert env.spec.id == "game:GuessTheNumber-v1-easy"
+    assert env.spawn().spec.id == "game:GuessTheNumber-v1-easy"
     assert "GuessTheNumber" in str(env)
 
 

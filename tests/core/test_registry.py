@@ -10,22 +10,22 @@ from gem_core.wrappers import TimeLimit
 
 
 def test_reference_gem_ids_resolve():
-    for env_id in ["game:GuessTheNumber-v0-hard", "game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0"]:
+    for env_id in ["game:GuessTheNumber-v1-hard", "game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1"]:
         assert env_id in gem_core.list_envs()
-    env = gem_core.make("game:GuessTheNumber-v0-hard")
+    env = gem_core.make("game:GuessTheNumber-v1-hard")
     assert (env.max_number, env.max_turns) == (50, 7)
-    easy = gem_core.make("game:GuessTheNumber-v0-easy")
+    easy = gem_core.make("game:GuessTheNumber-v1-easy")
     assert (easy.max_number, easy.max_turns) == (10, 4)
 
 
 def test_make_kwargs_override_defaults():
-    env = gem_core.make("game:GuessTheNumber-v0-easy", max_turns=9)
+    env = gem_core.make("game:GuessTheNumber-v1-easy", max_turns=9)
     assert env.max_turns == 9 and env.max_number == 10
 
 
 def test_unknown_id_lists_close_matches():
-    with pytest.raises(EnvNotFoundError, match=r"Did you mean: .*game:GuessTheNumber-v0"):
-        gem_core.make("game:GuesTheNumber-v0-hrad")
+    with pytest.raises(EnvNotFoundError, match=r"Did you mean: .*game:GuessTheNumber-v1"):
+        gem_core.make("game:GuesTheNumber-v1-hrad")
     with pytest.raises(EnvNotFoundError, match="GuessTheNumber"):
         gem_core.make("GuessTheNumber")
 
@@ -53,21 +53,21 @@ def test_register_custom_env_and_duplicate_rejected():
 
 def test_reference_spelling_alias():
     ids = gem_core.list_envs()
-    assert "game:TowerofHanoi-v0-easy" in ids and "game:TowerOfHanoi-v0-easy" in ids
+    assert "game:TowerofHanoi-v1-easy" in ids and "game:TowerOfHanoi-v1-easy" in ids
 
 
 def test_make_vec_builds_sync_or_async_with_wrappers():
-    vec = gem_core.make_vec("game:GuessTheNumber-v0-easy", 3, wrappers=[lambda e: TimeLimit(e, 2)])
+    vec = gem_core.make_vec("game:GuessTheNumber-v1-easy", 3, wrappers=[lambda e: TimeLimit(e, 2)])
     assert isinstance(vec, AsyncVectorEnv) and len(vec) == 3
     assert all(isinstance(e, TimeLimit) for e in vec.envs)
     vec.close()
     mixed = gem_core.make_vec(
-        ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"], asynchronous=False
+        ["game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1-hard"], asynchronous=False
     )
     assert isinstance(mixed, SyncVectorEnv)
-    assert [e.spec.id for e in mixed.envs] == ["game:GuessTheNumber-v0-easy", "game:GuessTheNumber-v0-hard"]
+    assert [e.spec.id for e in mixed.envs] == ["game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1-hard"]
     with pytest.raises(EnvNotFoundError):
-        gem_core.make_vec("game:Nope-v0", 2)
+        gem_core.make_vec("game:Nope-v1", 2)
 
 
 def test_threads_making_their_first_envs_at_once_all_find_the_builtin_ids():
@@ -79,7 +79,7 @@ def test_threads_making_their_first_envs_at_once_all_find_the_builtin_ids():
         "def play():\n"
         "    barrier.wait()\n"
         "    try:\n"
-        "        gem_core.make('game:GuessTheNumber-v0-easy')\n"
+        "        gem_core.make('game:GuessTheNumber-v1-easy')\n"
         "    except Exception as exc:\n"
         "        errors.append(repr(exc))\n"
         "threads = [threading.Thread(target=play) for _ in range(8)]\n"

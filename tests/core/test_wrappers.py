@@ -67,7 +67,7 @@ def test_chat_template_renders_with_generation_prompt():
 
 
 def test_episode_statistics():
-    env = EpisodeStatistics(gem_core.make("game:GuessTheNumber-v0-easy"))
+    env = EpisodeStatistics(gem_core.make("game:GuessTheNumber-v1-easy"))
     env.reset(seed=0)
     target = env.unwrapped.target
     env.step("no box")
@@ -88,7 +88,7 @@ def test_time_limit_truncates():
 
 
 def test_context_budget_chars_keeps_head_tail_and_marks_cut():
-    env = ContextBudget(gem_core.make("game:GuessTheNumber-v0-easy"), max_chars=60)
+    env = ContextBudget(gem_core.make("game:GuessTheNumber-v1-easy"), max_chars=60)
     obs, info = env.reset(seed=0)
     assert "characters truncated" in obs and obs.startswith("You are playing")
     assert obs.rstrip().endswith("left.") and info["truncated_obs"]["removed"] > 0

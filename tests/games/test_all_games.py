@@ -9,14 +9,16 @@ from hypothesis import strategies as st
 import gem_core
 
 GAME_IDS = gem_core.list_envs("game:*")
-GAMES = sorted({i.split(":")[1].split("-v0")[0] for i in GAME_IDS})
+GAMES = sorted({i.split(":")[1].split("-v1")[0] for i in GAME_IDS if "-v1" in i})
 
 
 def test_every_game_has_all_its_variants():
+    """Both versions: the reference's (``-v0``) and gem_core's design (``-v1``)."""
     assert len(GAMES) >= 12
     for name in GAMES:
-        for suffix in ("", "-easy", "-hard", "-random"):
-            assert f"game:{name}-v0{suffix}" in GAME_IDS
+        for version in ("-v0", "-v1"):
+            for suffix in ("", "-easy", "-hard", "-random"):
+                assert f"game:{name}{version}{suffix}" in GAME_IDS
 
 
 @pytest.mark.parametrize("env_id", GAME_IDS)
@@ -24,7 +26,7 @@ def test_check_env(env_id):
     gem_core.check_env(gem_core.make(env_id))
 
 
-@pytest.mark.parametrize("env_id", [f"game:{name}-v0-easy" for name in GAMES])
+@pytest.mark.parametrize("env_id", [f"game:{name}-v1-easy" for name in GAMES])
 def test_rules_prompt_and_penalties(env_id):
     env = gem_core.make(env_id)
     obs, _ = env.reset(seed=0)
@@ -36,7 +38,7 @@ def test_rules_prompt_and_penalties(env_id):
     assert reward == pytest.approx(-0.1) and info.get("invalid_move")
 
 
-@pytest.mark.parametrize("env_id", [f"game:{name}-v0-easy" for name in GAMES])
+@pytest.mark.parametrize("env_id", [f"game:{name}{v}-easy" for name in GAMES for v in ("-v0", "-v1")])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts=st.lists(st.text(max_size=30), min_size=1, max_size=4))
 def test_arbitrary_boxed_moves_never_raise(env_id, texts):
@@ -67,7 +69,7 @@ NASTY_MOVES = [
 ]
 
 
-@pytest.mark.parametrize("env_id", [f"game:{name}-v0-easy" for name in GAMES])
+@pytest.mark.parametrize("env_id", [f"game:{name}{v}-easy" for name in GAMES for v in ("-v0", "-v1")])
 def test_nasty_moves_never_raise(env_id):
     env = gem_core.make(env_id)
     for move in NASTY_MOVES:

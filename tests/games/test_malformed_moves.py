@@ -10,7 +10,7 @@ import gem_core
 from gem_core.envs.games import mastermind
 from gem_core.parsing import extract_boxed
 
-GAME_IDS = gem_core.list_envs("game:*-easy") + gem_core.list_envs("game:*-hard")
+GAME_IDS = gem_core.list_envs("game:*-v1-easy") + gem_core.list_envs("game:*-v1-hard")  # -v0: reference
 FULLWIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
 
 

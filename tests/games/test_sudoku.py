@@ -37,7 +37,7 @@ def empty_cells(env):
 
 @pytest.mark.parametrize(("variant", "seeds", "empty"), [("easy", 50, 6), ("hard", 10, 31)])
 def test_solver_wins_every_seeded_episode_with_the_table_return(variant, seeds, empty):
-    env = make(f"game:Sudoku-v0-{variant}")
+    env = make(f"game:Sudoku-v1-{variant}")
     for seed in range(seeds):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
@@ -152,7 +152,7 @@ def test_partial_credit_when_turns_run_out():
 
 
 def test_rules_prompt_shows_the_board():
-    env = make("game:Sudoku-v0-easy")
+    env = make("game:Sudoku-v1-easy")
     obs, _ = env.reset(seed=0)
     assert "4x4" in obs and "\\boxed{" in obs and "15 turns left" in obs
     assert obs.count(".") >= 6 and " 1 | " in obs and " 4 | " in obs

@@ -47,7 +47,7 @@ def distances_to_goal(n):
 
 @pytest.mark.parametrize(("variant", "disks"), [("easy", 3), ("hard", 5)])
 def test_solver_wins_every_seeded_episode_optimally(variant, disks):
-    env = make(f"game:TowerOfHanoi-v0-{variant}")
+    env = make(f"game:TowerOfHanoi-v1-{variant}")
     for seed in range(50):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
@@ -145,13 +145,13 @@ def test_partial_credit_when_turns_run_out():
 
 
 def test_rules_prompt_shows_the_board():
-    obs, _ = make("game:TowerOfHanoi-v0-easy").reset(seed=0)
+    obs, _ = make("game:TowerOfHanoi-v1-easy").reset(seed=0)
     assert "A: 3 2 1" in obs and "B: (empty)" in obs and "\\boxed{A C}" in obs and "10 turns left" in obs
 
 
 def test_determinism_of_random_play():
     def transcript(seed):
-        env = make("game:TowerOfHanoi-v0-hard")
+        env = make("game:TowerOfHanoi-v1-hard")
         env.reset(seed=seed)
         return [env.step(env.sample_random_action())[:3] for _ in range(20)]
 

@@ -58,14 +58,14 @@ def test_the_dockerfile_command_serves_episodes_and_stops_cleanly():
         **env,
         "GEM_HOST": "127.0.0.1",
         "PORT": "0",
-        "GEM_ENV": "game:GuessTheNumber-v0-easy",
+        "GEM_ENV": "game:GuessTheNumber-v1-easy",
         "GEM_SERVE_ARGS": "--step-timeout 30",
         "PATH": f"{gem_script.parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     server = support.start([], command=cmd, env=overrides)
     try:
         client = OpenEnvClientEnv(server.url)
-        local = gem_core.make("game:GuessTheNumber-v0-easy")
+        local = gem_core.make("game:GuessTheNumber-v1-easy")
         assert client.reset(seed=8) == local.reset(seed=8)
         assert client.step("\\boxed{5}")[:4] == local.step("\\boxed{5}")[:4]
         client.close()

@@ -27,7 +27,7 @@ from gem_core.openenv.client import OpenEnvError  # noqa: E402
 from gem_core.openenv.codec import to_jsonable  # noqa: E402
 from tests.openenv import support  # noqa: E402
 
-GUESS = "game:GuessTheNumber-v0-easy"
+GUESS = "game:GuessTheNumber-v1-easy"
 ACTIONS = ["\\boxed{5}", "\\boxed{3}", "\\boxed{8}", "no box here", "\\boxed{2}", "\\boxed{9}"]
 
 
@@ -386,13 +386,13 @@ def test_idle_sessions_expire():
 
 # ---- wrappers and options -----------------------------------------------------------------------
 def test_wrappers_and_env_kwargs_are_applied_per_session():
-    argv = ["serve", "game:GuessTheNumber-v0", "--port", "0", "--wrapper", "TimeLimit:max_turns=2"]
+    argv = ["serve", "game:GuessTheNumber-v1", "--port", "0", "--wrapper", "TimeLimit:max_turns=2"]
     argv += ["--wrapper", "ConcatObservations", "--env-kwargs", '{"max_turns": 9}']
     with support.running(argv) as server:
         from gem_core.wrappers import ConcatObservations, TimeLimit
 
         local = ConcatObservations(
-            TimeLimit(gem_core.make("game:GuessTheNumber-v0", max_turns=9), max_turns=2)
+            TimeLimit(gem_core.make("game:GuessTheNumber-v1", max_turns=9), max_turns=2)
         )
         env = OpenEnvClientEnv(server.url)
         try:
@@ -444,7 +444,7 @@ def gem(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["serve", "game:NoSuchGame-v0"], "No env registered"),
+        (["serve", "game:NoSuchGame-v1"], "No env registered"),
         (["serve", GUESS, "--wrapper", "Bogus"], "unknown wrapper 'Bogus'"),
         (["serve", GUESS, "--tools", "hammer"], "unknown tool 'hammer'"),
         (["serve", GUESS, "--env-kwargs", "[1]"], "must be a JSON object"),

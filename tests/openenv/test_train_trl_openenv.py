@@ -15,7 +15,7 @@ pytest.importorskip("jmespath")  # TRL's tool-call parsing on transformers < 5.1
 import gem_core
 from tests.openenv import support
 
-GUESS = "game:GuessTheNumber-v0-easy"
+GUESS = "game:GuessTheNumber-v1-easy"
 
 
 @pytest.fixture(scope="module")

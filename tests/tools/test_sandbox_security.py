@@ -274,7 +274,7 @@ def test_a_forged_status_never_makes_a_crash_ok(pool, crash):
 
 def test_a_forged_status_earns_no_tool_success_reward():
     tool = PythonTool(timeout=TIMEOUT, workers=1)
-    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v0-easy"), [tool], tool_success_reward=0.25)
+    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v1-easy"), [tool], tool_success_reward=0.25)
     try:
         env.reset(seed=0)
         for crash in ("os.abort()", "import ctypes\nctypes.string_at(0)"):

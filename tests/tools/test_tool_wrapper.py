@@ -87,7 +87,7 @@ def test_math_env_solved_with_the_python_sandbox(python_tool):
 
 
 def test_a_game_with_a_tool(python_tool):
-    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v0-easy"), [python_tool], max_tool_uses=3)
+    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v1-easy"), [python_tool], max_tool_uses=3)
     obs, _ = env.reset(seed=0)
     assert "Guess The Number" in obs and "Code execution result" in obs
     obs, reward, terminated, _, info = env.step("<python>print((1 + 10) // 2)</python>")
@@ -98,7 +98,7 @@ def test_a_game_with_a_tool(python_tool):
 
 
 def test_max_tool_uses_then_answer_directly(python_tool):
-    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v0-easy"), [python_tool], max_tool_uses=2)
+    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v1-easy"), [python_tool], max_tool_uses=2)
     env.reset(seed=1)
     obs, *_ = env.step("<python>print(1)</python>")
     assert "give your final answer directly" not in obs
@@ -147,11 +147,11 @@ def test_a_raising_tool_becomes_an_error_observation(python_tool):
 
 def test_check_env_on_wrapped_envs(python_tool):
     gem_core.check_env(ToolEnvWrapper(product_env(), [python_tool]))
-    gem_core.check_env(ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v0-easy"), [python_tool]))
+    gem_core.check_env(ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v1-easy"), [python_tool]))
 
 
 def test_spawn_and_snapshots_share_tools_and_copy_counts(python_tool):
-    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v0-easy"), [python_tool], max_tool_uses=4)
+    env = ToolEnvWrapper(gem_core.make("game:GuessTheNumber-v1-easy"), [python_tool], max_tool_uses=4)
     env.reset(seed=5)
     env.step("<python>print(7)</python>")
     clone = env.spawn(same_state=True)

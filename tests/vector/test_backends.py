@@ -155,7 +155,7 @@ def _run(vec, steps):
 
 
 def test_same_seeds_give_the_same_trajectories_on_every_backend(backend, build):
-    env_id, n, steps = "game:GuessTheNumber-v0-hard", 16, 7
+    env_id, n, steps = "game:GuessTheNumber-v1-hard", 16, 7
     expected = _episodes_one_by_one(env_id, range(1000, 1000 + n), steps)
     name, options = VARIANTS[backend]
     if backend in REMOTE:
@@ -441,7 +441,7 @@ def test_make_vec_factories_cross_the_process_boundary(backend):
     name, options = VARIANTS[backend]
     try:  # the factories carry the spec to the workers
         vec = gem_core.make_vec(
-            [custom, "game:GuessTheNumber-v0-easy"],
+            [custom, "game:GuessTheNumber-v1-easy"],
             backend=name,
             wrappers=[lambda env: TimeLimit(env, 2)],  # a lambda: cloudpickle carries it
             num_workers=2,
@@ -450,7 +450,7 @@ def test_make_vec_factories_cross_the_process_boundary(backend):
     finally:
         gem_core.unregister(custom)
     try:
-        assert [s.id for s in vec.get_attr("spec")] == [custom, "game:GuessTheNumber-v0-easy"]
+        assert [s.id for s in vec.get_attr("spec")] == [custom, "game:GuessTheNumber-v1-easy"]
         assert vec.get_attr("max_turns") == [2, 2]
         obs, _ = vec.reset(seed=0)
         assert obs[0] == CountdownEnv(length=4).reset(seed=0)[0]
@@ -462,13 +462,13 @@ def test_make_vec_factories_cross_the_process_boundary(backend):
 
 
 def test_make_vec_backend_names():
-    vec = gem_core.make_vec("game:GuessTheNumber-v0-easy", 2, asynchronous=False)
+    vec = gem_core.make_vec("game:GuessTheNumber-v1-easy", 2, asynchronous=False)
     assert type(vec).__name__ == "SyncVectorEnv"
-    vec = gem_core.make_vec("game:GuessTheNumber-v0-easy", 2, backend="threads")
+    vec = gem_core.make_vec("game:GuessTheNumber-v1-easy", 2, backend="threads")
     assert type(vec).__name__ == "AsyncVectorEnv"
     vec.close()
     with pytest.raises(ValueError, match="unknown vector env backend 'nope'"):
-        gem_core.make_vec("game:GuessTheNumber-v0-easy", 2, backend="nope")
+        gem_core.make_vec("game:GuessTheNumber-v1-easy", 2, backend="nope")
 
 
 def test_ray_backend_says_how_to_install_ray(monkeypatch):
@@ -500,7 +500,7 @@ def test_spawned_workers_match_the_sync_backend():
         vec.close()
 
 
-@pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v0", "game:Mastermind-v0", "game:Hangman-v0"])
+@pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v1", "game:Mastermind-v1", "game:Hangman-v1"])
 def test_a_workers_snapshot_restores_as_get_state_does(env_id):
     """``snapshot`` skips the default ``get_state``'s deep copy: it must restore the same future."""
     from gem_core.vector.remote import snapshot

@@ -1,12 +1,24 @@
-"""The 12 multi-turn language games, registered as ``game:<Name>-v0[-easy|-hard|-random]``.
+"""The 12 multi-turn language games, in two versions.
 
-``-easy`` and ``-hard`` use the reference GEM's settings (so the same id means the same game);
-``-v0`` alone is the classic game (the hard settings); ``-random`` draws easy or hard per episode.
-Each game's module docstring has its reward table.
+* ``game:<Name>-v0-easy|-hard|-random`` (and ``game:Game2048-v0-extreme-hard``) are the reference GEM's
+  ids (``gem-llm`` 0.1.0) and make the reference's games, rule for rule
+  (``gem_core.envs.games.reference``): its texts, 0-based coordinates, rewards, word lists, and a
+  format error that ends the episode. ``game:<Name>-v0`` is the hard one. Use them to reproduce GEM's
+  baselines or to move GEM code and agents over unchanged.
+* ``game:<Name>-v1[-easy|-hard|-random]`` are this package's design of the same games, with the same
+  settings: rewards shaped the same way in every game (a penalty for format errors and illegal moves,
+  which do not end the episode; progress rewards; partial credit when the turns run out), strict word
+  checks, 1-based coordinates, turn counts in every observation and scripted solvers. ``-v1`` alone is
+  the hard one; ``-v1-random`` draws easy or hard per episode. Each game's module docstring has its
+  reward table.
+
+Both spellings of Tower of Hanoi are registered in both versions (the reference spells it
+``TowerofHanoi``).
 """
 
 from __future__ import annotations
 
+from gem_core.envs.games.reference.ids import register_reference_games
 from gem_core.registry import register
 
 # name -> (module, class, {variant: constructor kwargs})
@@ -107,19 +119,26 @@ def _register_games() -> None:
         entry_point = f"gem_core.envs.games.{module}:{cls}"
         for alias in [name, *(a for a, target in ALIASES.items() if target == name)]:
             register(
-                f"game:{alias}-v0", entry_point, description=f"{name} (classic settings)", **variants["hard"]
+                f"game:{alias}-v1",
+                entry_point,
+                description=f"{name} (gem_core design, hard)",
+                **variants["hard"],
             )
             for variant, kwargs in variants.items():
                 register(
-                    f"game:{alias}-v0-{variant}", entry_point, description=f"{name}, {variant}", **kwargs
+                    f"game:{alias}-v1-{variant}",
+                    entry_point,
+                    description=f"{name}, {variant} (gem_core design)",
+                    **kwargs,
                 )
             register(
-                f"game:{alias}-v0-random",
+                f"game:{alias}-v1-random",
                 "gem_core.envs.games.difficulty:RandomDifficulty",
-                description=f"{name}, easy or hard drawn per episode",
+                description=f"{name}, easy or hard drawn per episode (gem_core design)",
                 game=entry_point,
                 variants={v: variants[v] for v in ("easy", "hard")},
             )
 
 
 _register_games()
+register_reference_games()

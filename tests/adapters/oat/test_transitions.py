@@ -24,7 +24,7 @@ from gem_adapters.policies import Generation, TransformersPolicy
 from gem_adapters.rollout import rollout
 from gem_adapters.trajectory import ChatRenderer, Episode, Turn
 
-ENV_ID = "game:GuessTheNumber-v0-easy"
+ENV_ID = "game:GuessTheNumber-v1-easy"
 
 
 class ForgetfulBinarySearch:

@@ -64,8 +64,8 @@ def played(tokenizer, tiny_model):
 
     from .openrlhf_source import load_agent_executor
 
-    rows = task_rows("game:GuessTheNumber-v0-easy", 2, first_seed=0, system_prompt=SYSTEM_PROMPT)
-    rows += task_rows("game:Mastermind-v0-easy", 1, first_seed=2, system_prompt=SYSTEM_PROMPT)
+    rows = task_rows("game:GuessTheNumber-v1-easy", 2, first_seed=0, system_prompt=SYSTEM_PROMPT)
+    rows += task_rows("game:Mastermind-v1-easy", 1, first_seed=2, system_prompt=SYSTEM_PROMPT)
     engines = {
         "model": PolicyEngine(TransformersPolicy(tiny_model, tokenizer, seed=0), tokenizer),
         "script": PolicyEngine(scripted_guesser(tokenizer), tokenizer),

@@ -140,7 +140,7 @@ def test_openrlhf_turns_outputs_into_experiences(played, tokenizer):
 
 def test_label_limits_turns_and_per_turn_rewards_need_the_estimator(tokenizer, tiny_model, monkeypatch):
     monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
-    (row,) = task_rows("game:GuessTheNumber-v0-easy", 1, first_seed=5, max_turns=2)
+    (row,) = task_rows("game:GuessTheNumber-v1-easy", 1, first_seed=5, max_turns=2)
     engine = PolicyEngine(TransformersPolicy(tiny_model, tokenizer, seed=3), tokenizer)
     executor = GemAgentExecutor(return_episode=True)
     params = EngineSamplingParams(max_tokens=4, skip_special_tokens=False)  # no logprobs
@@ -162,7 +162,7 @@ def test_label_limits_turns_and_per_turn_rewards_need_the_estimator(tokenizer, t
 
 
 def test_first_prompt_longer_than_max_len_is_refused(tokenizer, tiny_model):
-    (row,) = task_rows("game:Mastermind-v0-easy", 1)
+    (row,) = task_rows("game:Mastermind-v1-easy", 1)
     engine = PolicyEngine(TransformersPolicy(tiny_model, tokenizer), tokenizer)
     with pytest.raises(ValueError, match=r"--data\.max_len"):
         asyncio.run(
@@ -175,7 +175,7 @@ def test_first_prompt_longer_than_max_len_is_refused(tokenizer, tiny_model):
 def test_malformed_label_is_named():
     with pytest.raises(ValueError, match="env_id and seed"):
         Task.from_label(json.dumps({"seed": 1}))
-    task = Task("game:Hangman-v0", 3, {"max_turns": 2}, "sys", 4, {"enable_thinking": False})
+    task = Task("game:Hangman-v1", 3, {"max_turns": 2}, "sys", 4, {"enable_thinking": False})
     assert Task.from_label(task.to_label()) == task == Task.from_label(json.loads(task.to_label()))
 
 

@@ -83,7 +83,7 @@ def test_example_launch_parses_with_openrlhf_cli(tmp_path, tokenizer, capsys):
 
 
 def test_rows_cycle_env_ids_and_carry_their_options(tmp_path):
-    ids = ["game:GuessTheNumber-v0-easy", "game:Mastermind-v0-easy"]
+    ids = ["game:GuessTheNumber-v1-easy", "game:Mastermind-v1-easy"]
     rows = task_rows(
         ids, 3, first_seed=10, env_kwargs={"max_turns": 2}, template_kwargs={"enable_thinking": False}
     )

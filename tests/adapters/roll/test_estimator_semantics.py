@@ -42,7 +42,7 @@ from gem_adapters.roll.env import make_roll_env  # noqa: E402
 from tests.adapters.roll.players import play  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[3] / "examples" / "roll"
-GAMES = ["game:GuessTheNumber-v0-hard", "game:Sudoku-v0-easy", "game:Mastermind-v0-easy"]
+GAMES = ["game:GuessTheNumber-v1-hard", "game:Sudoku-v1-easy", "game:Mastermind-v1-easy"]
 
 
 def load(name: str) -> dict:

@@ -20,7 +20,8 @@ from gem_adapters.roll.env import METRICS_AGG_MODE, RollEnv  # noqa: E402
 from gem_adapters.roll.registration import is_gem_core_entry  # noqa: E402
 from tests.adapters.roll.players import END_OF_TURN, agent_action, play  # noqa: E402
 
-SUDOKU = "game:Sudoku-v0-easy"
+SUDOKU = "game:Sudoku-v1-easy"
+SHARED = "game:Sudoku-v0-easy"  # an id gem-llm registers too (gem_core plays the reference's game)
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +44,7 @@ def test_default_registration_keeps_other_owners_and_adds_every_alias(gem_regist
     assert done.kept and done.ids  # gem-llm owns most game ids, not all
     for env_id in done.kept:
         assert gem_registry[env_id] is before[env_id]
-    assert not isinstance(gem.make(SUDOKU), RollEnv)  # gem-llm's Sudoku, untouched
+    assert not isinstance(gem.make(SHARED), RollEnv)  # gem-llm's Sudoku, untouched
     assert isinstance(gem.make(NAMESPACE + SUDOKU), RollEnv)
     assert isinstance(gem.make(done.ids[0]), RollEnv)
     assert {k: v for k, v in gem_registry.items() if k not in ours and not k.startswith(NAMESPACE)} == {
@@ -57,14 +58,14 @@ def test_override_takes_the_shared_ids_only(gem_registry):
     foreign = [k for k in gem_registry if k not in set(gem_core.list_envs())]
     done = register_gem_core_envs(override=True)
     assert not done.kept and done.ids == gem_core.list_envs()
-    assert isinstance(gem.make(SUDOKU), RollEnv) and is_gem_core_entry(SUDOKU)
+    assert isinstance(gem.make(SHARED), RollEnv) and is_gem_core_entry(SHARED)
     assert foreign and not any(is_gem_core_entry(k) for k in foreign)
 
 
 def test_registering_a_chosen_id_and_an_unknown_one():
     done = register_gem_core_envs([SUDOKU], override=True)
     assert done.aliases == [NAMESPACE + SUDOKU] and done.ids == [SUDOKU]
-    assert not is_gem_core_entry("game:Mastermind-v0-easy")
+    assert not is_gem_core_entry("game:Mastermind-v1-easy")
     with pytest.raises(gem_core.EnvNotFoundError, match="Sudoku"):
         register_gem_core_envs(["game:Sudoku-v9"])
 
@@ -97,7 +98,7 @@ def test_solver_episode_through_gem_make_with_roll_info():
 
 def test_the_turn_limit_ends_the_episode_as_terminated_and_truncated():
     register_gem_core_envs()
-    env = gem.make(NAMESPACE + "game:GuessTheNumber-v0-easy")  # 1..10, 4 turns
+    env = gem.make(NAMESPACE + "game:GuessTheNumber-v1-easy")  # 1..10, 4 turns
     env.reset(seed=0)
     flags = [env.step("no move here")[2:4] for _ in range(4)]
     assert flags == [(False, False)] * 3 + [(True, True)]
@@ -106,7 +107,7 @@ def test_the_turn_limit_ends_the_episode_as_terminated_and_truncated():
 def test_env_kwargs_seed_and_instruction_through_gem_make():
     register_gem_core_envs()
     env = gem.make(
-        NAMESPACE + "game:GuessTheNumber-v0",
+        NAMESPACE + "game:GuessTheNumber-v1",
         min_number=3,
         max_number=4,
         max_turns=2,
@@ -184,4 +185,4 @@ def test_the_env_sees_the_action_without_the_end_of_turn_tokens():
 
 
 def test_strip_special_tokens_wrapper_passes_check_env():
-    gem_core.check_env(StripSpecialTokens(gem_core.make("game:GuessTheNumber-v0-easy")))
+    gem_core.check_env(StripSpecialTokens(gem_core.make("game:GuessTheNumber-v1-easy")))

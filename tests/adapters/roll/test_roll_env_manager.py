@@ -269,7 +269,7 @@ def test_configs_written_by_train_roll_build_roll_configs(tmp_path, algorithm, m
             "--algorithm",
             algorithm,
             "--env-id",
-            "game:Wordle-v0-easy",
+            "game:Wordle-v1-easy",
             "--output-dir",
             str(tmp_path),
             "--dry-run",
@@ -279,5 +279,5 @@ def test_configs_written_by_train_roll_build_roll_configs(tmp_path, algorithm, m
     config = roll_config(path.stem, tmp_path, config_dir=path.parent)
     env_configs = [c for rank in config.train_env_manager.env_configs.values() for c in rank.values()]
     assert len(env_configs) == args.episodes_per_step == config.rollout_batch_size
-    assert {c["env_type"] for c in env_configs} == {NAMESPACE + "game:Wordle-v0-easy"}
+    assert {c["env_type"] for c in env_configs} == {NAMESPACE + "game:Wordle-v1-easy"}
     assert safe_import_class(env_configs[0]["env_manager_cls"]) is manager

@@ -38,7 +38,7 @@ def test_rebn_config_written_for_the_run(tmp_path):
     cfg, path = written(
         example,
         tmp_path,
-        *("--env-id", "game:Sudoku-v0-easy", "--gamma", "0.8", "--max-turns", "15"),
+        *("--env-id", "game:Sudoku-v1-easy", "--gamma", "0.8", "--max-turns", "15"),
         *("--episodes-per-step", "32", "--env-kwargs", "{instruction_from_observation: true}"),
     )
     assert path == tmp_path / "roll_config" / "gem_core_rebn.yaml"
@@ -52,7 +52,7 @@ def test_rebn_config_written_for_the_run(tmp_path):
         [32],
     )
     env = cfg["custom_envs"][example.TAG]
-    assert env["env_type"] == NAMESPACE + "game:Sudoku-v0-easy"
+    assert env["env_type"] == NAMESPACE + "game:Sudoku-v1-easy"
     assert env["max_steps"] == env["history_length"] == 15  # interpolations resolved
     assert env["max_tokens_per_step"] == cfg["actor_infer"]["generating_args"]["max_new_tokens"] == 256
     assert env["env_config"] == {"instruction_from_observation": True}

@@ -51,7 +51,7 @@ def test_one_tiny_step_writes_metrics_curve_and_trajectories(example, tmp_path):
 
     episodes = read_jsonl(tmp_path / "trajectories.jsonl")
     assert [e.info["split"] for e in episodes] == ["eval"] * 2 + ["train"] * 3 + ["eval"] * 2
-    assert all(e.env_id == "game:GuessTheNumber-v0-easy" and e.num_turns == 4 for e in episodes)
+    assert all(e.env_id == "game:GuessTheNumber-v1-easy" and e.num_turns == 4 for e in episodes)
     assert all(len(t.action_ids) <= 4 for e in episodes for t in e.turns)
     # The worked example is context before the first observation (template tokens, no loss).
     demonstration = json.loads(args.demonstration)

@@ -28,7 +28,7 @@ from gem_adapters.trl import (
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 TEST_ENV = "test:ActionLength-v0"
-GAME = "game:GuessTheNumber-v0-easy"
+GAME = "game:GuessTheNumber-v1-easy"
 
 
 class ActionLengthEnv(gem_core.Env):

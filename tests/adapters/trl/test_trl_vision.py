@@ -37,7 +37,7 @@ from tests.adapters.test_multimodal import FigureTwice  # noqa: E402
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 ENV = "math:GeometryFigures-v0-easy"
 TWO_FIGURES = "test:FigureTwice-v0"
-GAME = "game:GuessTheNumber-v0-easy"
+GAME = "game:GuessTheNumber-v1-easy"
 IMAGE_TOKENS = 16  # (32 // 8) ** 2 patches of the tiny CLIP tower
 
 

@@ -31,7 +31,7 @@ import torch
 
 from gem_adapters.policies.base import SamplingParams
 
-ENV_ID = "game:GuessTheNumber-v0-easy"
+ENV_ID = "game:GuessTheNumber-v1-easy"
 GREEDY = SamplingParams(max_new_tokens=8, temperature=0, stop_token_ids=())
 VLLM_CPU_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB

@@ -43,7 +43,7 @@ from gem_adapters.verl.policy_server import PolicyServer
 
 from .helpers import AGENT_YAML, GAMMA, REPO, make_loop, verl_config
 
-ENV_IDS = ["game:GuessTheNumber-v0-easy", "game:Mastermind-v0-easy"]
+ENV_IDS = ["game:GuessTheNumber-v1-easy", "game:Mastermind-v1-easy"]
 SESSIONS = 2  # rollout.n: samples per row (same env id and seed: one GRPO group)
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ENV_ID = "game:GuessTheNumber-v0-easy"
+ENV_ID = "game:GuessTheNumber-v1-easy"
 SYSTEM_PROMPT = "Answer with \\boxed{...}."
 MAX_TURNS = (3, 1, 2, 3)  # per row, in turn: episodes of different lengths make ReBN's numbers differ
 
