@@ -8,9 +8,15 @@ GuessTheNumber, 1-10 in 4 turns, a worked game shown before each episode):
 takes ~7 minutes on 2 cores and lifts the eval success rate from 0.19 to 0.28 and the return from
 -0.04 to +0.28, format errors from 0.53 to 0.00 (benchmarks/results/train_trl_default/).
 
+vLLM generation on CPU: TRL's engine colocated in the training process, with vLLM's CPU build in an
+environment of its own (``GEM_VENV=.venv-vllm bash scripts/install.sh vllm``; on CPU
+``--vllm-gpu-memory-utilization`` is the share of RAM vLLM reserves; tests/adapters/trl/test_vllm_cpu.py
+runs this for 2 steps):
+
+    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python examples/train_trl.py --use-vllm --vllm-gpu-memory-utilization 0.05
+
 GPU with vLLM generation (``--vllm-mode server`` expects ``trl vllm-serve --model ...`` running and
-one training process); this path is written against TRL 1.16's vLLM backend but was not run here
-(no GPU on the machine this was developed on):
+one training process); not run here (no GPU on the machine this was developed on):
 
     python examples/train_trl.py --model Qwen/Qwen3-1.7B --use-vllm --vllm-mode colocate \\
         --episodes-per-step 128 --micro-batch-size 16 --num-generations 8 --max-turn-tokens 64 --total-steps 200
@@ -108,6 +114,8 @@ class Args:
 def load_policy(args: Args):
     from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
 
+    if args.model == "tiny" and args.use_vllm:
+        raise ValueError("--use-vllm loads the model from disk (and needs head size >= 32): not 'tiny'")
     if args.model == "tiny":
         tokenizer = load_tokenizer("smollm2")
         return tiny_causal_lm(tokenizer, seed=args.seed), tokenizer

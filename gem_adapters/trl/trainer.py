@@ -40,6 +40,7 @@ from gem_adapters.policies.base import mark_weights_updated
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.rollout import episode_to_sample, make_rollout_func
+from gem_adapters.trl.vllm_sync import use_reload_weights_sync
 
 
 def episode_return(completions: list[Any], episode: list[Episode], **_: Any) -> list[float]:
@@ -101,6 +102,8 @@ class GEMGRPOTrainer(GRPOTrainer):
         self.last_episodes: list[Episode] = []
         self.last_advantages: torch.Tensor | None = None
         self.add_callback(WeightsVersionCallback())
+        if self.use_vllm:  # TRL's colocated sync cannot load into vLLM's CPU backend (see vllm_sync)
+            use_reload_weights_sync(self.vllm_generation)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)

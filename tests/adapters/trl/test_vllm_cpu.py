@@ -111,9 +111,6 @@ def run(tmp_path_factory, tokenizer):
         trainer = GEMGRPOTrainer(
             model=model, args=config, train_dataset=tasks_dataset(ENV_ID, 8), processing_class=tokenizer
         )
-        from gem_adapters.trl.vllm_sync import use_reload_weights_sync  # TEMP until GEMGRPOTrainer does it
-
-        use_reload_weights_sync(trainer.vllm_generation)
         engine = VLLMPolicy(trainer.vllm_generation)
         prompts = [
             tokenizer.apply_chat_template(
