@@ -146,6 +146,23 @@ def load_model_and_tokenizer(name: str):
     return model, tokenizer, Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
 
 
+def trainer_settings(args: argparse.Namespace) -> dict:
+    """The GRPO settings both paths share."""
+    return {
+        "output_dir": args.output_dir,
+        "per_device_train_batch_size": args.batch_size,
+        "num_generations": args.num_generations,
+        "max_steps": args.max_steps,
+        "learning_rate": args.learning_rate,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "gradient_checkpointing": False,
+        "seed": args.seed,
+        "disable_tqdm": True,
+    }
+
+
 def train_trl(args: argparse.Namespace, url: str):
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
@@ -160,19 +177,7 @@ def train_trl(args: argparse.Namespace, url: str):
         }
     )
     config = GRPOConfig(
-        output_dir=args.output_dir,
-        per_device_train_batch_size=args.batch_size,
-        num_generations=args.num_generations,
-        max_completion_length=args.max_completion_length,
-        max_steps=args.max_steps,
-        learning_rate=args.learning_rate,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        gradient_checkpointing=False,
-        bf16=False,
-        seed=args.seed,
-        disable_tqdm=True,
+        **trainer_settings(args), max_completion_length=args.max_completion_length, bf16=False
     )
     trainer = GRPOTrainer(
         model=model,
@@ -190,20 +195,7 @@ def train_gem(args: argparse.Namespace, url: str):
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
 
     model, tokenizer, _ = load_model_and_tokenizer(args.model)
-    config = GEMGRPOConfig(
-        output_dir=args.output_dir,
-        per_device_train_batch_size=args.batch_size,
-        num_generations=args.num_generations,
-        max_turn_tokens=args.max_turn_tokens,
-        max_steps=args.max_steps,
-        learning_rate=args.learning_rate,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        gradient_checkpointing=False,
-        seed=args.seed,
-        disable_tqdm=True,
-    )
+    config = GEMGRPOConfig(**trainer_settings(args), max_turn_tokens=args.max_turn_tokens)
     trainer = GEMGRPOTrainer(
         model=model,
         args=config,

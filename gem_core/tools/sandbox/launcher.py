@@ -97,6 +97,8 @@ def bwrap_options(
             cmd += ["--ro-bind", top, top]
     # Debian's /usr/bin/awk, which, ... are links through /etc/alternatives (links only, nothing secret).
     cmd += ["--perms", "0755", "--dir", "/etc", "--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
+    # /tmp before the interpreter's binds: a Python under /tmp (a venv in a clone there) is bound on top.
+    cmd += ["--size", str(tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     made: set[str] = set()
     for root in python_roots():
         # bwrap would create the missing parents (e.g. /root for a pyenv Python) private to root;
@@ -114,7 +116,6 @@ def bwrap_options(
         # The worker's POSIX message queues, listed by the template only (where calls share the
         # worker's IPC namespace, it removes the calls' queues after each call).
         "--perms", "0700", "--dir", MQUEUE_DIR.rsplit("/", 1)[0], "--mqueue", MQUEUE_DIR,
-        "--size", str(tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
     ]  # fmt: skip
     if workspace:
         cmd += ["--size", str(workspace_mb * 1024 * 1024), "--tmpfs", workspace]
