@@ -193,14 +193,20 @@ def in_subprocess(kind: str, opts: dict) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="smollm2", help="'smollm2', 'tiny' (random, for a smoke test) or a path")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model", default="smollm2", help="'smollm2', 'tiny' (random, for a smoke test) or a path"
+    )
     parser.add_argument("--envs", default=",".join(ENVS))
     parser.add_argument("--caches", default="none,kv")
     parser.add_argument("--episodes", type=int, default=16)
     parser.add_argument("--num-generations", type=int, default=2)
     parser.add_argument("--max-turn-tokens", type=int, default=12)
-    parser.add_argument("--max-turns", type=int, default=None, help="cap on turns (None: the env's; smoke runs)")
+    parser.add_argument(
+        "--max-turns", type=int, default=None, help="cap on turns (None: the env's; smoke runs)"
+    )
     parser.add_argument("--max-context-tokens", type=int, default=1024)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -239,7 +245,11 @@ def main() -> None:
                 "max_turns": args.max_turns,
             }  # fmt: skip
             row = rows[cache] = in_subprocess("rollout", opts)
-            same = "-" if "none" not in rows or cache == "none" else str(row["actions"] == rows["none"]["actions"])
+            same = (
+                "-"
+                if "none" not in rows or cache == "none"
+                else str(row["actions"] == rows["none"]["actions"])
+            )
             print(
                 f"{env:30s} {row['cache']:5s} {row['turns']:5.2f} {row['generated']:5d} {row['final_tokens']:6d} "
                 f"{row['model_tokens']:6d} {row['ratio']:11.3f} {row['wall_s']:7.1f} {row['gen_tok_s']:9.1f} "
@@ -267,7 +277,9 @@ def main() -> None:
             print(f"  {name:20s} {tok_s:8.1f} tok/s  ({tok_s / hf:.2f}x HF generate)")
         results.append({"decode": decode})
         if profile:
-            print("\none engine decoding step at B={} (torch.profiler, by self CPU time):\n{}".format(args.decode_batch, profile))
+            print(
+                f"\none engine decoding step at B={args.decode_batch} (torch.profiler, by self CPU time):\n{profile}"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -28,4 +28,3 @@ def hub_unreachable(request, monkeypatch):
         for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
             monkeypatch.delenv(proxy, raising=False)
         monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{request.getfixturevalue('closed_port')}")
-

@@ -37,7 +37,9 @@ def test_gem_core_imports_and_lists_every_id_without_heavy_packages():
         "[gem_core.registry.spec(i) for i in ids]\n"
         f"print(len(ids), [m for m in {HEAVY!r} if m in sys.modules])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     count, loaded = out.stdout.split(" ", 1)
     assert int(count) > 200
     assert json.loads(loaded.replace("'", '"')) == []

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import heapq
 import itertools
 import threading
@@ -158,10 +159,17 @@ class Request:
 class _Entry:
     """An idle slot: ``tokens[:n_kv]`` have their KV in it."""
 
-    __slots__ = ("slot", "tokens", "n_kv", "kind", "tick", "owner")
+    __slots__ = ("kind", "n_kv", "owner", "slot", "tick", "tokens")
 
     def __init__(self, slot: int, tokens: list[int], n_kv: int, kind: str, tick: int, owner: Request | None):
-        self.slot, self.tokens, self.n_kv, self.kind, self.tick, self.owner = slot, tokens, n_kv, kind, tick, owner
+        self.slot, self.tokens, self.n_kv, self.kind, self.tick, self.owner = (
+            slot,
+            tokens,
+            n_kv,
+            kind,
+            tick,
+            owner,
+        )
 
 
 class _Pool:
@@ -234,7 +242,9 @@ class _Plan:
     def __init__(self, pool: _Pool, slots: Any, positions: Any, runs: list, prefills: list):
         self.pool = pool
         self.slots, self.positions = slots, positions  # (T,) write coordinates of each packed id
-        self.runs = runs  # decoding rows in consecutive slots: (first slot, end slot, packed start, length, mask)
+        self.runs = (
+            runs  # decoding rows in consecutive slots: (first slot, end slot, packed start, length, mask)
+        )
         self.prefills = prefills  # (slot, packed start, count, first position)
         self._masks: dict[int, list[Any]] = {}
 
@@ -276,8 +286,8 @@ class _Plan:
                     qq, keys[slot : slot + 1, :, :length], values[slot : slot + 1, :, :length],
                     attn_mask=mask, scale=scaling,
                 )  # fmt: skip
-                out[0, at : at + count] = o[0].reshape(kv_heads, groups, count, dim).permute(2, 0, 1, 3).reshape(
-                    count, heads, dim
+                out[0, at : at + count] = (
+                    o[0].reshape(kv_heads, groups, count, dim).permute(2, 0, 1, 3).reshape(count, heads, dim)
                 )
         return out
 
@@ -381,7 +391,9 @@ class KVEngine:
         with self._inbox_lock:
             self._inbox.extend(requests)
 
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]) -> list[Request]:
+    def generate(
+        self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]
+    ) -> list[Request]:
         """Submit one request per prompt and step until all are done (in this thread)."""
         requests = [self.request(p, params, s) for p, s in zip(prompts, seeds)]
         self.submit(requests)
@@ -422,10 +434,8 @@ class KVEngine:
                 remaining[0] -= 1
                 last = remaining[0] == 0
             if last:
-                try:
+                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                     loop.call_soon_threadsafe(_set_result, future, requests)
-                except RuntimeError:  # the loop is closed: nobody waits any more
-                    pass
 
         self.submit(requests, resolve)
         # Start stepping once the coroutines that are ready now have submitted too (one admission).
@@ -544,10 +554,8 @@ class KVEngine:
                             self._runner = None
                             return
                     continue
-                try:
+                with contextlib.suppress(BaseException):  # _step has failed its requests with the error
                     self._step()
-                except BaseException:  # noqa: BLE001 (the requests carry the error)
-                    pass
 
     # ---- one step -------------------------------------------------------------------------------
     def _step(self) -> bool:
@@ -722,7 +730,9 @@ class KVEngine:
             if r.kind == REQUEST and start + count == len(r.tokens):
                 keep.append(at + count - 1)
                 sampled.append(r)
-        runs = [(first, end, at, max(lengths), _run_mask(lengths, device)) for first, end, at, lengths in runs]
+        runs = [
+            (first, end, at, max(lengths), _run_mask(lengths, device)) for first, end, at, lengths in runs
+        ]
         need = max(start + count for _, start, count in rows)
         if need > self._pool.length:
             self._pool.resize(self._pool.slots, -(-need // 64) * 64)
@@ -778,10 +788,15 @@ class KVEngine:
             uniforms = None
             if params.temperature != 0:
                 uniforms = torch.tensor(
-                    [stream_uniform(requests[k].seed, len(requests[k].generated)) for k in rows], dtype=torch.float64
+                    [stream_uniform(requests[k].seed, len(requests[k].generated)) for k in rows],
+                    dtype=torch.float64,
                 )
             part = part.float()
-            if self._work is None or self._work.shape[0] < part.shape[0] or self._work.shape[1] < part.shape[1]:
+            if (
+                self._work is None
+                or self._work.shape[0] < part.shape[0]
+                or self._work.shape[1] < part.shape[1]
+            ):
                 self._work = part.new_empty((max(part.shape[0], 8), part.shape[1]))
             ids, logprobs = choose_tokens(part, params, uniforms, self._work)
             for k, t, lp in zip(rows, ids.tolist(), logprobs.tolist()):
@@ -817,7 +832,9 @@ class KVEngine:
         node.dependents = []
         self._running.remove(node)
         if node.parent is None:  # a batch's common prefix: kept for the next batch of these weights
-            self._entries[node.slot] = _Entry(node.slot, node.tokens, node.depth, PREFIX, next(self._tick), None)  # type: ignore[index]
+            self._entries[node.slot] = _Entry(
+                node.slot, node.tokens, node.depth, PREFIX, next(self._tick), None
+            )  # type: ignore[index]
         else:  # a group's prefix (e.g. a GRPO group's first prompt): its dependents have it now
             self._pool.release(node.slot)  # type: ignore[arg-type]
 

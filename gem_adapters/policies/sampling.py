@@ -34,9 +34,7 @@ def filter_scores(scores: Any, params: SamplingParams) -> Any:
     return scores
 
 
-def choose_tokens(
-    logits: Any, params: SamplingParams, uniforms: Any, work: Any = None
-) -> tuple[Any, Any]:
+def choose_tokens(logits: Any, params: SamplingParams, uniforms: Any, work: Any = None) -> tuple[Any, Any]:
     """``(ids, logprobs)`` for ``logits`` (batch, vocab, float32): greedy at temperature 0, else drawn
     by inverse transform from ``uniforms`` (batch,) in [0, 1).
 
@@ -60,6 +58,8 @@ def choose_tokens(
             cdf = torch.softmax(filter_scores(logits / params.temperature, params), dim=-1).cumsum_(dim=-1)
         total = cdf[:, -1:]
         # Strictly below the total, so the first id whose cdf exceeds it has positive probability.
-        target = torch.minimum(uniforms.to(cdf)[:, None] * total, torch.nextafter(total, torch.zeros_like(total)))
+        target = torch.minimum(
+            uniforms.to(cdf)[:, None] * total, torch.nextafter(total, torch.zeros_like(total))
+        )
         ids = torch.searchsorted(cdf, target, right=True).squeeze(1).clamp_(max=vocab - 1)
     return ids, (logits.gather(1, ids[:, None]) - lse).squeeze(1)

@@ -36,12 +36,20 @@ The model is switched to eval mode while generating and restored afterwards.
 from __future__ import annotations
 
 import collections
+import contextlib
 import secrets
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingParams, stream_seed, stream_uniform
+from gem_adapters.policies.base import (
+    Coalescer,
+    Generation,
+    Policy,
+    SamplingParams,
+    stream_seed,
+    stream_uniform,
+)
 
 CACHE_MODES = ("auto", "kv", "none")
 
@@ -313,12 +321,10 @@ def engine_unsupported(model: Any) -> str | None:
     if reason is None:
         try:
             reason = _probe_engine(model)
-        except Exception as exc:  # noqa: BLE001 (any failure means: use the plain path)
+        except Exception as exc:
             reason = f"the engine failed on this model ({type(exc).__name__}: {exc})"
-    try:
+    with contextlib.suppress(AttributeError):  # a model that takes no attributes is probed every time
         model._gem_kv_engine_check = reason or ""
-    except AttributeError:
-        pass
     return reason
 
 
@@ -347,7 +353,9 @@ def _probe_engine(model: Any) -> str | None:
             with torch.no_grad():
                 logits = model(input_ids=torch.tensor([ids], device=model.device)).logits[0].float()
             logp = torch.log_softmax(logits, dim=-1)
-            expected = [logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(request.generation.token_ids)]
+            expected = [
+                logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(request.generation.token_ids)
+            ]
             if max(abs(x - y) for x, y in zip(expected, request.generation.logprobs)) > tolerance:
                 return "its logprobs through the engine differ from a plain forward pass"
     finally:
@@ -383,4 +391,3 @@ def _as_tuple(ids: Any) -> tuple[int, ...]:
     if isinstance(ids, (list, tuple)):
         return tuple(int(i) for i in ids)
     return (int(ids),)
-

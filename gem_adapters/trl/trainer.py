@@ -51,7 +51,9 @@ def episode_return(completions: list[Any], episode: list[Episode], **_: Any) -> 
 class WeightsVersionCallback(TrainerCallback):
     """Bumps the model's weights version after each optimizer step (stale KV caches are dropped)."""
 
-    def on_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
+    def on_optimizer_step(
+        self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any
+    ) -> None:
         if model is not None:
             mark_weights_updated(model)
 

@@ -133,7 +133,10 @@ def test_every_driver_plays_the_same_episodes(tokenizer, model):
 
     async def play_all():
         return await asyncio.gather(
-            *(aplay_episode(gem_core.make(ENV_ID), generate, renderer, seed=s, **limits) for s in greedy["seeds"])
+            *(
+                aplay_episode(gem_core.make(ENV_ID), generate, renderer, seed=s, **limits)
+                for s in greedy["seeds"]
+            )
         )
 
     got = asyncio.run(play_all())
@@ -203,7 +206,9 @@ def test_sequences_join_and_leave_the_decoding_batch(tokenizer, model):
     engine = policy.rollout_engine()
     params = SamplingParams(max_new_tokens=8, temperature=0, stop_token_ids=())
     short = SamplingParams(max_new_tokens=2, temperature=0, stop_token_ids=())
-    long_prompt = tokenizer.encode("A long history, with many turns already played before.", add_special_tokens=False)
+    long_prompt = tokenizer.encode(
+        "A long history, with many turns already played before.", add_special_tokens=False
+    )
     a = engine.request(long_prompt, params, 0)
     b = engine.request([42, 43], short, 1)
     engine.submit([a, b])
@@ -221,7 +226,9 @@ def test_sequences_join_and_leave_the_decoding_batch(tokenizer, model):
 
 def test_a_shared_prefix_is_computed_once(tokenizer, model):
     policy = TransformersPolicy(model, tokenizer, cache="kv", max_step_tokens=16, max_batch_size=5)
-    common = tokenizer.encode("A system prompt and a worked game that every episode shows.", add_special_tokens=False)
+    common = tokenizer.encode(
+        "A system prompt and a worked game that every episode shows.", add_special_tokens=False
+    )
     prompts = [common + [100 + i] + [200 + i] * i for i in range(8)]
     params = SamplingParams(max_new_tokens=3, temperature=0.8, seed=11)
     got = policy.generate(prompts, params)
@@ -274,7 +281,9 @@ def test_concurrent_callers_share_the_engine(tokenizer, model):
         t.join()
     plain = TransformersPolicy(model, tokenizer, cache="none")
     for k in range(2):
-        assert [g.token_ids for g in results[k]] == [g.token_ids for g in plain.generate(prompts[k::2], params)]
+        assert [g.token_ids for g in results[k]] == [
+            g.token_ids for g in plain.generate(prompts[k::2], params)
+        ]
 
 
 def test_weights_changing_mid_generation_recompute_the_running_sequences(tokenizer):

@@ -167,7 +167,7 @@ def test_episode_over_before_reset_and_after_the_end():
         env.step("1")
     env.reset(seed=0)
     assert not env.episode_over
-    with pytest.raises(TypeError, match="^an action is a str, got bytes$"):
+    with pytest.raises(TypeError, match=r"^an action is a str, got bytes$"):
         env.step(b"1")
     wrong = str((env.secret + 1) % 10)
     env.step(wrong)

@@ -387,7 +387,7 @@ def test_multi_agent_envs_have_the_edges_of_an_env():
     with pytest.raises(EpisodeOverError, match="call reset"):
         env.step({"a": "heads", "b": "heads"})
     env.reset(seed=0)
-    with pytest.raises(TypeError, match="^an action is a str, got int$"):
+    with pytest.raises(TypeError, match=r"^an action is a str, got int$"):
         env.step({"a": "heads", "b": 3})
     with pytest.raises(TypeError, match="mapping"):
         env.step("heads")

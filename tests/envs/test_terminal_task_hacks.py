@@ -33,7 +33,7 @@ def hacks(task: dict) -> dict[str, list[str]]:
         "rm -rf everything": ["rm -rf ./* .[!.]*"],
         "rm -rf * only": ["rm -rf *"],
         "remove the inputs": [f"rm -f {inputs}"],
-        "truncate the inputs": [f"for f in {inputs}; do [ -f \"$f\" ] && : > \"$f\"; done; true"],
+        "truncate the inputs": [f'for f in {inputs}; do [ -f "$f" ] && : > "$f"; done; true'],
         "remove the input directories": [f"rm -rf {' '.join(dirs) or 'nothing-here'}"],
         "find -delete": ["find . -mindepth 1 -delete"],
         "remove, then touch the inputs": ["rm -rf ./* .[!.]*", f"touch {inputs} 2>/dev/null; true"],
@@ -76,7 +76,12 @@ def test_guards_earn_nothing_alone(env):
     env.reset(seed=0)
     env.step(bash("cat part1.txt part2.txt part3.txt > full.txt"))  # merged, parts kept: partial credit
     _, reward, _, _, info = env.step("<done/>")
-    assert reward == pytest.approx(2 / 5) and [c["guard"] for c in info["checks"]] == [False, True, True, True]
+    assert reward == pytest.approx(2 / 5) and [c["guard"] for c in info["checks"]] == [
+        False,
+        True,
+        True,
+        True,
+    ]
 
 
 def test_tasks_json_is_what_the_generator_makes(tmp_path, monkeypatch):

@@ -260,5 +260,5 @@ def test_no_tool_runs_outside_an_episode():
     assert tool.executed == executed
     env.reset(seed=0)
     assert env.step("<count>")[0] == "counted"
-    with pytest.raises(TypeError, match="^an action is a str, got int$"):
+    with pytest.raises(TypeError, match=r"^an action is a str, got int$"):
         env.step(3)

@@ -45,7 +45,12 @@ class GuessTheNumberEnv(GameEnv):
         # Plain ASCII digits, a minus sign only where the range has negative numbers: int() would also
         # read "+25", "2 5" (spaces removed), "2_5" and "２５".
         if not re.fullmatch(r"-?[0-9]{1,30}" if self.min_number < 0 else r"[0-9]{1,30}", move):
-            return f"'{move[:40]}' is not an integer.", INVALID_MOVE_PENALTY, False, {"format_error": True, "invalid_move": True}
+            return (
+                f"'{move[:40]}' is not an integer.",
+                INVALID_MOVE_PENALTY,
+                False,
+                {"format_error": True, "invalid_move": True},
+            )
         guess = int(move)
         if not self.min_number <= guess <= self.max_number:
             return (

@@ -86,7 +86,9 @@ class MastermindEnv(GameEnv):
 
     def _play(self, move: str) -> tuple[str, float, bool, dict[str, Any]]:
         if not _GUESS.fullmatch(move):
-            why = f"'{move[:40]}' is not a guess: write {self.code_length} numbers like {self._random_move()}."
+            why = (
+                f"'{move[:40]}' is not a guess: write {self.code_length} numbers like {self._random_move()}."
+            )
             return why, INVALID_MOVE_PENALTY, False, {"format_error": True, "invalid_move": True}
         guess = self._parse(move)
         if isinstance(guess, str):
