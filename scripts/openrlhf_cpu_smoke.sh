@@ -13,7 +13,7 @@ py="${GEM_OPENRLHF_PYTHON:-$repo/.venv-openrlhf/bin/python}"
 out="$(realpath -m "${1:-/tmp/gem-openrlhf-cpu-$$}")"
 harness="$repo/tests/adapters/openrlhf/cpu_harness"
 mkdir -p "$out"
-rm -rf "$out/record" "$out/ray"
+rm -rf "$out/record"
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -22,10 +22,12 @@ export GEM_OPENRLHF_CPU_HARNESS=1 GEM_OPENRLHF_CPU_RECORD="$out/record"
 # DeepSpeed: its CPU accelerator (gloo). vLLM: the CPU build, 1 GiB KV cache, eager, no core pinning.
 export DS_ACCELERATOR=cpu VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind VLLM_CPU_CI_ENV=1
 # Ray: a private instance (never a cluster another job started) with one logical GPU for OpenRLHF's num_gpus asks.
-export RAY_ADDRESS=local RAY_TMPDIR="$out/ray" RAY_OVERRIDE_RESOURCES='{"CPU": 8, "GPU": 1}' RAY_DEDUP_LOGS=0
+# Its temp dir is short (Ray's socket paths must fit in 107 bytes) and removed at exit.
+ray_tmp="$(mktemp -d /tmp/gem-ray-XXXXXX)"
+trap 'rm -rf "$ray_tmp"' EXIT
+export RAY_ADDRESS=local RAY_TMPDIR="$ray_tmp" RAY_OVERRIDE_RESOURCES='{"CPU": 8, "GPU": 1}' RAY_DEDUP_LOGS=0
 # GEM: per-turn ReBN in OpenRLHF's trainer actor (gem_adapters/openrlhf/hook.py).
 export GEM_OPENRLHF_ESTIMATOR=rebn RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.runtime_env_hook
-mkdir -p "$RAY_TMPDIR"
 
 "$py" "$harness/prepare.py" "$out" 4 >/dev/null
 agent_func="$("$py" -m gem_adapters.openrlhf.agent_func)"
