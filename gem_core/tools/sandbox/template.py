@@ -611,31 +611,35 @@ def watch_children() -> None:
 PF_EXITING = 0x4
 
 
-def threads(pid: int) -> int:
-    """How many threads the process has (0 if it cannot be read)."""
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (None if it cannot be read)."""
     try:
         fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=PROC_FD)
         try:
             data = os.read(fd, 4096).decode("ascii", "replace")
         finally:
             os.close(fd)
-        return int(data.rsplit(")", 1)[1].split()[17])
-    except (OSError, IndexError, ValueError, TypeError):
+        return data.rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def threads(pid: int) -> int:
+    """How many threads the process has (0 if it cannot be read)."""
+    fields = stat_fields(pid)
+    try:
+        return int(fields[17]) if fields else 0
+    except (IndexError, ValueError):
         return 0
 
 
 def exiting(pid: int) -> bool:
     """Whether the process has entered its exit (the kernel sets PF_EXITING first thing in do_exit;
     nothing else does, so the code cannot pretend)."""
+    fields = stat_fields(pid)
     try:
-        fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=PROC_FD)
-        try:
-            data = os.read(fd, 4096).decode("ascii", "replace")
-        finally:
-            os.close(fd)
-        fields = data.rsplit(")", 1)[1].split()
-        return fields[0] in "ZX" or bool(int(fields[6]) & PF_EXITING)
-    except (OSError, IndexError, ValueError, TypeError):
+        return bool(fields) and (fields[0] in "ZX" or bool(int(fields[6]) & PF_EXITING))
+    except (IndexError, ValueError):
         return False
 
 
