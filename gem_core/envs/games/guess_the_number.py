@@ -9,6 +9,9 @@
 | repeated guess                      | -0.1   |
 | no ``\\boxed{}`` in the reply       | -0.1   |
 
+``info["consistent_with_hints"]`` (in-range, new guesses): whether the guess lies in the range the hints
+so far still allow.
+
 Binary search always wins within ceil(log2(max - min + 1)) turns.
 """
 
@@ -62,11 +65,13 @@ class GuessTheNumberEnv(GameEnv):
         if guess in self.guesses:
             return f"You already guessed {guess}.", INVALID_MOVE_PENALTY, False, {"invalid_move": True}
         self.guesses.append(guess)
+        # whether the guess could still be the number, given every hint so far (how a player uses hints)
+        facts = {"consistent_with_hints": self.low <= guess <= self.high}
         self.low, self.high = (guess + 1, self.high) if self.target > guess else (self.low, guess - 1)
         if guess == self.target:
-            return f"Correct! The number was {guess}.", 1.0, True, {"success": True}
+            return f"Correct! The number was {guess}.", 1.0, True, {"success": True, **facts}
         direction = "higher" if self.target > guess else "lower"
-        return f"{guess} is wrong: the number is {direction}.", 0.0, False, {}
+        return f"{guess} is wrong: the number is {direction}.", 0.0, False, facts
 
     def _random_move(self) -> str:
         return str(self.action_rng.randint(self.min_number, self.max_number))
