@@ -1,0 +1,58 @@
+"""episode_stats: the summary of a batch of episodes, checked by hand on three small episodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from gem_adapters.episode_stats import episode_stats
+from gem_adapters.trajectory import Episode, Turn
+
+
+def turn(reward: float, generated: int, **info) -> Turn:
+    return Turn(
+        observation="obs", action="a", prompt_ids=[7], action_ids=[1] * generated, reward=reward, info=info
+    )
+
+
+def episodes() -> list[Episode]:
+    won = Episode(
+        turns=[turn(0.0, 3, format_error=True), turn(1.0, 2, success=True)],
+        template_rewrites_history=True,
+    )
+    stopped = Episode(
+        turns=[turn(0.5, 4, invalid_move=True), turn(0.0, 1), turn(-1.0, 5, invalid_move=False)],
+        info={"stopped_by": "max_turns"},
+    )
+    cut = Episode(
+        turns=[turn(0.25, 6, format_error=True, invalid_move=True)], info={"stopped_by": "max_context_tokens"}
+    )
+    return [won, stopped, cut]
+
+
+def test_hand_checked_numbers():
+    stats = episode_stats(episodes())
+    assert stats == {
+        "episodes": 3.0,
+        "return": pytest.approx((1.0 + -0.5 + 0.25) / 3),
+        "success_rate": pytest.approx(1 / 3),
+        "turns": 2.0,  # 6 turns over 3 episodes
+        "format_error_rate": pytest.approx(2 / 6),
+        "invalid_move_rate": pytest.approx(2 / 6),  # invalid_move=False does not count
+        "generated_tokens": 21.0,
+        "generated_tokens_per_episode": 7.0,
+        "stopped_by_max_turns": 1.0,
+        "stopped_by_context": 1.0,
+        "template_rewrites_history": 1.0,
+    }
+
+
+def test_success_is_read_from_the_last_turn_only():
+    early = Episode(turns=[turn(1.0, 1, success=True), turn(0.0, 1)])
+    assert episode_stats([early])["success_rate"] == 0.0
+
+
+def test_an_empty_batch_and_an_episode_without_turns_give_zeros():
+    assert set(episode_stats([]).values()) == {0.0}
+    stats = episode_stats([Episode(info={"stopped_by": "max_context_tokens"})])
+    assert stats["episodes"] == 1.0 and stats["turns"] == 0.0 and stats["format_error_rate"] == 0.0
+    assert stats["stopped_by_context"] == 1.0
