@@ -232,6 +232,14 @@ class Env(EnvBase, Generic[Obs]):
         """A random well-formed action, drawn from the env's action generator (not ``self.rng``)."""
         raise NotImplementedError
 
+    def solve_action(self) -> str | None:
+        """The scripted solver's next action for the current state, or None: the env has no solver.
+
+        An env with a solver overrides this (the games do); ``gem eval --model solver`` plays it. A
+        solver reads only what a player has been shown, and draws any randomness from ``self.action_rng``.
+        """
+        return None
+
     @property
     def unwrapped(self) -> Env:
         """The innermost env, below all wrappers."""
@@ -262,6 +270,9 @@ class Wrapper(Env[Obs]):
 
     def sample_random_action(self) -> str:
         return self.env.sample_random_action()
+
+    def solve_action(self) -> str | None:
+        return self.env.solve_action()
 
     def spawn(self, same_state: bool = False, **overrides: Any) -> Wrapper:
         """Spawn the inner env, then wrap it again with this wrapper's own constructor arguments."""
