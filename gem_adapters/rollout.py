@@ -274,23 +274,6 @@ async def aplay_episode(
     return await _play(player, generate, release, lambda action: _call(env.step, action))
 
 
-def rollout_stats(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Means over episodes: return, success, turns, generated tokens; and how many hit each limit."""
-    n = max(len(episodes), 1)
-    return {
-        "episodes": float(len(episodes)),
-        "mean_return": sum(e.total_reward for e in episodes) / n,
-        "success_rate": sum(e.success for e in episodes) / n,
-        "mean_turns": sum(e.num_turns for e in episodes) / n,
-        "mean_generated_tokens": sum(e.num_generated_tokens for e in episodes) / n,
-        "truncated_by_max_turns": float(sum(e.info.get("stopped_by") == "max_turns" for e in episodes)),
-        "truncated_by_context": float(
-            sum(e.info.get("stopped_by") == "max_context_tokens" for e in episodes)
-        ),
-        "template_rewrites_history": float(sum(e.template_rewrites_history for e in episodes)),
-    }
-
-
 # ---- the turn step ------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class _Limits:

@@ -41,11 +41,12 @@ from oat.args import default_args_validation
 from oat.types import Transition
 from torch.utils.data import Dataset
 
+from gem_adapters.episode_stats import episode_stats
 from gem_adapters.oat.advantages import check_estimator, transition_advantages
 from gem_adapters.oat.transitions import episodes_to_transitions
 from gem_adapters.oat.vllm_policy import OatVLLMPolicy
 from gem_adapters.policies.base import SamplingParams
-from gem_adapters.rollout import rollout, rollout_stats
+from gem_adapters.rollout import rollout
 from gem_adapters.trajectory import ChatRenderer, Episode, write_jsonl
 
 SEEDS_PER_ACTOR = 10**8  # actor i draws training seeds from [seed + i * SEEDS_PER_ACTOR, ...)
@@ -145,7 +146,7 @@ class GEMActor(PPOMultiTurnActor):
             num_turns += added
         if args.dump_episodes:
             write_jsonl(self.episodes_path, episodes, append=True)
-        info = {f"actor/{k}": v for k, v in rollout_stats(episodes).items()}
+        info = {f"actor/{k}": v for k, v in episode_stats(episodes).items()}
         info["actor/collect_time"] = time.time() - start
         transitions = episodes_to_transitions(
             episodes, tokenizer=self.tokenizer, mask_truncated=args.ignore_no_eos
@@ -216,14 +217,14 @@ class GEMLearner(PPOMultiTurnLearner):
         self.query_step += len(transitions)
 
     def evaluate(self, dataloader: Any, steps: int) -> dict:
-        """``rollout_stats`` of ``eval_episodes`` episodes under the eval sampling settings, on the
+        """``episode_stats`` of ``eval_episodes`` episodes under the eval sampling settings, on the
         same seeds every time."""
         del dataloader, steps
         args: GEMArgs = self.args
         self._pre_evaluate()
         start = time.time()
         # Every rank must broadcast the same keys; rank 0 fills in the values.
-        metrics = {f"eval/{k}": 0.0 for k in rollout_stats([])}
+        metrics = {f"eval/{k}": 0.0 for k in episode_stats([])}
         if self.strategy.is_rank_0():
             share = -(-args.eval_episodes // len(self.actors))
             futures = [
@@ -231,7 +232,7 @@ class GEMLearner(PPOMultiTurnLearner):
                 for i, actor in enumerate(self.actors)
             ]
             episodes = [Episode.from_dict(d) for future in futures for d in future.result()]
-            metrics = {f"eval/{k}": v for k, v in rollout_stats(episodes).items()}
+            metrics = {f"eval/{k}": v for k, v in episode_stats(episodes).items()}
         metrics["eval/elapse"] = time.time() - start
         dist.barrier()
         metrics = self.strategy.broadcast(metrics)

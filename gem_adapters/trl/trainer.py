@@ -14,8 +14,9 @@ Two changes to ``GRPOTrainer``, both through the hooks TRL offers:
 The estimator sees the whole generation batch: with several processes, per-turn rewards and group
 ids are gathered first (a GRPO group may span processes) and each process keeps its own rows.
 
-Each generation logs, besides TRL's metrics, ``env/return``, ``env/success_rate``, ``env/turns``,
-``env/format_error_rate``, ``env/invalid_move_rate``, ``env/generated_tokens``,
+Each generation logs, besides TRL's metrics, every ``gem_adapters.episode_stats`` number of its
+episodes as ``env/<name>`` (``env/return``, ``env/success_rate``, ``env/turns``,
+``env/format_error_rate``, ``env/invalid_move_rate``, ``env/generated_tokens``, ...), plus
 ``env/rollout_seconds`` and ``env/tokens_per_second``. ``last_episodes`` holds the episodes of the
 latest generation batch (e.g. to record them with ``gem_adapters.trajectory.write_jsonl``) and
 ``last_advantages`` the (B, T) tensor it trained on.
@@ -36,6 +37,7 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from gem_adapters.advantages import compute_advantages, turn_values_to_tokens
+from gem_adapters.episode_stats import episode_stats
 from gem_adapters.policies.base import mark_weights_updated
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_adapters.trl.config import GEMGRPOConfig
@@ -145,18 +147,9 @@ class GEMGRPOTrainer(GRPOTrainer):
 
     def _log_episodes(self, episodes: Sequence[Episode], rollout_seconds: float) -> None:
         mode = "train" if self.model.training else "eval"
-        turns = [t for e in episodes for t in e.turns]
-        tokens = sum(e.num_generated_tokens for e in episodes)
-        n, m = max(len(episodes), 1), max(len(turns), 1)
-        metrics = {
-            "env/return": sum(e.total_reward for e in episodes) / n,
-            "env/success_rate": sum(e.success for e in episodes) / n,
-            "env/turns": len(turns) / n,
-            "env/format_error_rate": sum(bool(t.info.get("format_error")) for t in turns) / m,
-            "env/invalid_move_rate": sum(bool(t.info.get("invalid_move")) for t in turns) / m,
-            "env/generated_tokens": float(tokens),
-            "env/rollout_seconds": rollout_seconds,
-            "env/tokens_per_second": tokens / rollout_seconds if rollout_seconds > 0 else float("nan"),
-        }
+        metrics = {f"env/{name}": value for name, value in episode_stats(episodes).items()}
+        tokens = metrics["env/generated_tokens"]
+        metrics["env/rollout_seconds"] = rollout_seconds
+        metrics["env/tokens_per_second"] = tokens / rollout_seconds if rollout_seconds > 0 else float("nan")
         for name, value in metrics.items():
             self._metrics[mode][name].append(value)

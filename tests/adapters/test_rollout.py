@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 import gem_core
 from gem_adapters.advantages import advantages_for_episodes, turn_values_to_tokens
+from gem_adapters.episode_stats import episode_stats
 from gem_adapters.policies import Generation, SamplingParams, TransformersPolicy
-from gem_adapters.rollout import aplay_episode, arollout, rollout, rollout_stats
+from gem_adapters.rollout import aplay_episode, arollout, rollout
 from gem_adapters.trajectory import ChatRenderer, PromptIds
 
 ENV_ID = "game:GuessTheNumber-v1-easy"
@@ -60,8 +61,8 @@ def test_scripted_player_wins_and_episodes_finish_independently(tokenizer, rende
         assert sum(seq.loss_mask) == episode.num_generated_tokens
         assert episode.final_observation.startswith("Correct!")
         assert not episode.template_rewrites_history
-    stats = rollout_stats(episodes)
-    assert stats["success_rate"] == 1.0 and stats["mean_turns"] == sum(turns) / 6
+    stats = episode_stats(episodes)
+    assert stats["success_rate"] == 1.0 and stats["turns"] == sum(turns) / 6
 
 
 def test_asyncio_rollout_gives_the_same_episodes(tokenizer, renderer):
