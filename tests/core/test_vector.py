@@ -139,7 +139,7 @@ def _episodes_one_by_one(env_id, seeds, steps):
 def test_64_async_envs_reproduce_one_by_one_trajectories():
     env_id, seed, steps = "game:GuessTheNumber-v1-hard", 1000, 7
     expected = _episodes_one_by_one(env_id, range(seed, seed + 64), steps)
-    vec = gem_core.make_vec(env_id, 64, asynchronous=True, autoreset_mode="disabled")
+    vec = gem_core.make_vec(env_id, 64, backend="threads", autoreset_mode="disabled")
     obs, _ = vec.reset(seed=seed)
     got = [[o] for o in obs]
     for _ in range(steps):

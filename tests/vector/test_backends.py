@@ -461,16 +461,6 @@ def test_make_vec_factories_cross_the_process_boundary(backend):
         vec.close()
 
 
-def test_make_vec_backend_names():
-    vec = gem_core.make_vec("game:GuessTheNumber-v1-easy", 2, asynchronous=False)
-    assert type(vec).__name__ == "SyncVectorEnv"
-    vec = gem_core.make_vec("game:GuessTheNumber-v1-easy", 2, backend="threads")
-    assert type(vec).__name__ == "AsyncVectorEnv"
-    vec.close()
-    with pytest.raises(ValueError, match="unknown vector env backend 'nope'"):
-        gem_core.make_vec("game:GuessTheNumber-v1-easy", 2, backend="nope")
-
-
 def test_ray_backend_says_how_to_install_ray(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where Ray is not installed
     with pytest.raises(ImportError, match=r"pip install 'gem-core\[ray\]'"):
