@@ -1,0 +1,88 @@
+"""gem_adapters.run_log: the metrics CSV reads back as written, the plot is a PNG, bad columns fail."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from gem_adapters.run_log import RunLog
+
+COLUMNS = ["split", "step", "wall_s", "return", "success_rate", "loss"]
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_numbers_written_are_the_numbers_read_back(tmp_path):
+    rows = [
+        {"split": "eval", "step": 0, "return": -0.0625, "success_rate": 0.1875},
+        {"split": "train", "step": 1, "return": 0.25, "success_rate": 0.5, "loss": 1.23456789},
+        {"split": "train", "step": 2, "return": 0.5, "success_rate": 0.75, "loss": float("nan")},
+        {"split": "eval", "step": 2, "return": 0.3125, "success_rate": 0.375},
+    ]
+    with RunLog(tmp_path / "run", COLUMNS) as log:
+        for row in rows:
+            kept = log.record(row)
+            assert kept["wall_s"] >= 0 and "wall_s" not in row  # filled in on a copy
+            assert read_csv(log.path)[-1]["step"] == str(row["step"])  # flushed row by row
+    back = read_csv(tmp_path / "run" / "metrics.csv")
+    assert list(back[0]) == COLUMNS
+    assert [r["split"] for r in back] == ["eval", "train", "train", "eval"]
+    for written, read in zip(rows, back):
+        assert int(read["step"]) == written["step"]
+        assert float(read["return"]) == written["return"]
+        assert float(read["success_rate"]) == written["success_rate"]
+    assert float(back[1]["loss"]) == 1.2346  # rounded to 4 decimals in the file ...
+    assert log.rows[1]["loss"] == 1.23456789  # ... kept exact in memory
+    assert back[0]["loss"] == "" and back[2]["loss"] == "nan"
+    assert [r["step"] for r in log.split("eval")] == [0, 2] and log.splits() == ["eval", "train"]
+
+
+def test_plot_and_summary(tmp_path, capsys):
+    log = RunLog(tmp_path, COLUMNS)
+    for step, value in enumerate([0.0, 0.25, 0.5]):
+        log.record({"split": "train", "step": step, "return": value, "success_rate": value})
+    log.record({"split": "eval", "step": 2, "return": 0.5, "success_rate": 0.5})
+    log.close()
+    path = log.plot(["success_rate", "return"], title="test run", labels={"eval": "eval (fixed seeds)"})
+    assert path == tmp_path / "learning_curve.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 1000
+    lines = log.summarize({"success_rate": ".2f", "return": "+.3f"})
+    assert lines[0] == "train: step 0 -> 2: success rate 0.00 -> 0.50, return +0.000 -> +0.500"
+    assert len(lines) == 2 and lines[1].startswith("wall time")  # eval has one row: no change line
+    assert capsys.readouterr().out.splitlines() == lines
+
+
+def test_print_row_formats_the_given_columns(tmp_path):
+    with RunLog(tmp_path, COLUMNS) as log:
+        row = log.record({"split": "eval", "step": 3, "return": 0.5})
+        written = []
+        line = log.print_row(
+            row,
+            {"split": "{:<5}", "step": "step {:4d}", "return": "return {:+.3f}", "loss": "loss {:.3f}"},
+            write=written.append,
+        )
+    assert line == "eval  | step    3 | return +0.500" and written == [line]  # no loss in the row: left out
+
+
+def test_bad_columns_raise_clear_errors(tmp_path):
+    with pytest.raises(ValueError, match="at least one column"):
+        RunLog(tmp_path, [])
+    with pytest.raises(ValueError, match=r"given twice: \['step'\]"):
+        RunLog(tmp_path, ["step", "return", "step"])
+    log = RunLog(tmp_path, COLUMNS)
+    with pytest.raises(ValueError, match=r"RunLog.record: unknown column\(s\) \['reward'\]; the columns are"):
+        log.record({"step": 1, "reward": 0.5})
+    with pytest.raises(ValueError, match=r"RunLog.plot: unknown column\(s\) \['accuracy'\]"):
+        log.plot(["accuracy"])
+    with pytest.raises(ValueError, match=r"RunLog.print_row: unknown column\(s\) \['rew'\]"):
+        log.print_row({"step": 1}, {"rew": "{}"})
+    with pytest.raises(ValueError, match="2 titles for 1 keys"):
+        log.plot(["return"], titles=["a", "b"])
+    log.close()
+    with pytest.raises(ValueError, match="after close"):
+        log.record({"step": 1})
+    assert read_csv(log.path) == []  # the rejected rows were not written
