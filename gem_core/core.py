@@ -117,14 +117,21 @@ class EnvBase:
     actions; the default ``get_state``/``set_state`` snapshot the instance's attributes by deep copy,
     except those named in ``_static_attributes`` (big read-only data such as word lists), which are
     shared, not copied.
+
+    Constructor arguments: ``EnvBase.__new__`` records the arguments of every env and wrapper
+    construction, as given and before any ``__init__`` runs, in ``_init_args`` (``(args, kwargs)``), so
+    no subclass has to. ``spawn`` (and ``Wrapper.spawn``) builds a sibling from them. They are not
+    state: ``get_state`` and the vector workers' snapshots leave them out (as they leave out ``spec``),
+    while pickling and ``copy`` carry them along with the other attributes.
     """
 
     spec: Any = None  # the EnvSpec this env was made from, set by ``gem_core.make``
     _static_attributes: ClassVar[tuple[str, ...]] = ()
+    _init_args: tuple[tuple[Any, ...], dict[str, Any]]  # see "Constructor arguments" above
 
     def __new__(cls, *args: Any, **kwargs: Any) -> EnvBase:
+        """Record the constructor arguments (see "Constructor arguments" in the class docstring)."""
         instance = super().__new__(cls)
-        # Recorded so that ``spawn`` can build a sibling with the same constructor arguments.
         instance._init_args = (args, dict(kwargs))
         instance._episode_over = True  # no episode runs until the first reset
         return instance

@@ -1,3 +1,5 @@
+import copy
+import pickle
 import random
 
 import pytest
@@ -49,6 +51,25 @@ def test_spawn_keeps_constructor_arguments_and_overrides():
     clone = env.spawn(length=4)
     assert type(clone) is CountdownEnv and clone.length == 4 and clone.sleep == 0.0
     assert env.spawn().length == 9
+
+
+class ShorterCountdown(CountdownEnv):
+    """Passes its parent other arguments than it was given: the outermost construction is recorded."""
+
+    def __init__(self, length=3):
+        super().__init__(length=length - 1)
+
+
+def test_constructor_arguments_are_recorded_as_given_and_are_not_state():
+    env = ShorterCountdown(length=5)
+    assert env._init_args == ((), {"length": 5}) and env.length == 4
+    assert env.spawn().length == 4 and env.spawn(length=3).length == 2
+    assert "_init_args" not in env.get_state()
+    for copied in (pickle.loads(pickle.dumps(env)), copy.deepcopy(env)):
+        assert copied._init_args == ((), {"length": 5}) and copied.spawn().length == 4
+    wrapped = TimeLimit(env, 7)
+    assert wrapped._init_args == ((env, 7), {})
+    assert "_init_args" not in wrapped.get_state()["wrapper"]
 
 
 def test_spawn_same_state_and_state_round_trip_continue_identically():
