@@ -2,7 +2,7 @@
 
 An agent is one of:
   ``random``   each env's ``sample_random_action`` (its generator re-seeded per episode and sample)
-  ``solver``   the game's scripted solver (``scripted_action(game)`` in the game's module)
+  ``solver``   the env's scripted solver (``Env.solve_action``; the games have one)
   a model      ``smollm2`` (the offline SmolLM2-135M-Instruct), ``tiny`` (a random ~1M-parameter
                Llama on SmolLM2's tokenizer, for tests), a local transformers model folder, or an
                ``http(s)://`` URL of an OpenAI-compatible ``/v1/completions`` server (vLLM)
@@ -158,18 +158,22 @@ def random_agent() -> Agent:
     return Agent("random", act=lambda env: env.sample_random_action(), start=start)
 
 
+def has_solver(env: Env) -> bool:
+    """Whether the game in play (after ``reset``) has a scripted solver: overrides ``Env.solve_action``."""
+    return type(innermost_game(env)).solve_action is not Env.solve_action
+
+
 def scripted_solver(env: Env) -> Callable[[Env], str] | None:
-    """The ``scripted_action`` function of the module that defines the game in play, if it has one."""
-    module = sys.modules.get(type(innermost_game(env)).__module__)
-    return getattr(module, "scripted_action", None)
+    """The solver of the game in play as a function of that game (``innermost_game(env)``), or None."""
+    return type(innermost_game(env)).solve_action if has_solver(env) else None
 
 
 def solver_agent() -> Agent:
     def act(env: Env) -> str:
-        solver = scripted_solver(env)
-        if solver is None:
+        action = env.solve_action()
+        if action is None:
             raise EvalError(f"{env.spec.id if env.spec else env} has no scripted solver")
-        return solver(innermost_game(env))
+        return action
 
     return Agent("solver", act=act)
 
@@ -526,7 +530,7 @@ def evaluate(
         for env_id in env_ids:
             env = make(env_id)
             env.reset(seed=config.seed)
-            if scripted_solver(env) is None:
+            if not has_solver(env):
                 raise EvalError(f"{env_id} has no scripted solver (solvers exist for the games)")
     started = time.perf_counter()
     episodes = run_episodes(agent, dataclasses.replace(config, env_ids=env_ids), env_ids, progress=progress)

@@ -2,6 +2,10 @@
 
 Ids follow the reference GEM scheme ``category:Name-v0[-variant]``. Entry points are ``"module:Class"``
 strings, imported on first ``make``, so registering hundreds of ids costs nothing at import time.
+
+The first lookup (``make``, ``spec``, ``list_envs``) imports the built-in envs (``gem_core.envs``) and
+then the envs of other packages: each entry point of the ``gem_core.envs`` group, a module that
+registers its ids on import or a function that registers them (``docs/adding-an-env.md``).
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import functools
 import importlib
 import inspect
 import threading
+import types
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,7 +113,7 @@ def spec(id: str) -> EnvSpec:
         return EnvSpec(
             id, "gem_core.openenv.client:OpenEnvClientEnv", {"url": url}, f"OpenEnv server at {url}"
         )
-    _load_builtin_envs()
+    _load_envs()
     try:
         return _REGISTRY[id]
     except KeyError:
@@ -133,7 +139,7 @@ def print_envs() -> None:
 
 def list_envs(pattern: str | None = None) -> list[str]:
     """Registered ids, sorted; ``pattern`` is a glob (``game:*-easy``) or a case-insensitive substring."""
-    _load_builtin_envs()
+    _load_envs()
     ids = sorted(_REGISTRY)
     if not pattern:
         return ids
@@ -207,22 +213,51 @@ def _build_env(env_spec: EnvSpec, kwargs: dict[str, Any], wrappers: Sequence[Cal
     return env
 
 
-_builtins_loaded = False
-_builtins_loading = False  # while the importing thread runs the import: its nested calls return at once
-_builtins_lock = threading.RLock()
+ENTRY_POINT_GROUP = "gem_core.envs"
+
+_envs_loaded = False
+_envs_loading = False  # while the loading thread imports: its nested calls return at once
+_envs_lock = threading.RLock()
 
 
-def _load_builtin_envs() -> None:
-    """Import the built-in env modules once; other threads that ask meanwhile wait for the whole import."""
-    global _builtins_loaded, _builtins_loading
-    if _builtins_loaded:
+def _load_envs() -> None:
+    """Import the built-in env modules, then the plugins, once; other threads that ask meanwhile wait
+    for the whole import."""
+    global _envs_loaded, _envs_loading
+    if _envs_loaded:
         return
-    with _builtins_lock:
-        if _builtins_loaded or _builtins_loading:
+    with _envs_lock:
+        if _envs_loaded or _envs_loading:
             return
-        _builtins_loading = True
+        _envs_loading = True
         try:
             importlib.import_module("gem_core.envs")
+            load_entry_points()
         finally:
-            _builtins_loading = False
-        _builtins_loaded = True
+            _envs_loading = False
+        _envs_loaded = True
+
+
+def load_entry_points() -> list[str]:
+    """Load every entry point of the ``gem_core.envs`` group: a module (its ``register`` calls run on
+    import) or a callable, called with no arguments, that registers ids. Returns the names of those
+    that loaded; one that fails is reported as a warning naming it, and the other envs stay."""
+    from importlib import metadata
+
+    loaded, seen = [], set()
+    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if entry_point.value in seen:  # the same distribution found twice on sys.path
+            continue
+        seen.add(entry_point.value)
+        try:
+            target = entry_point.load()
+            if not isinstance(target, types.ModuleType):
+                target()
+        except Exception as exc:  # a broken plugin must not take the other envs down
+            warnings.warn(
+                f"env entry point {entry_point.name!r} ({entry_point.value}) failed to load: {exc!r}",
+                stacklevel=2,
+            )
+            continue
+        loaded.append(entry_point.name)
+    return loaded

@@ -11,7 +11,6 @@ from gem_core.envs.games.fifteen_puzzle import (
     apply_move,
     heuristic,
     legal_moves,
-    scripted_action,
     solve,
 )
 
@@ -23,7 +22,7 @@ def play(env, seed):
     env.reset(seed=seed)
     rewards, info, done, start = [], {}, False, time.perf_counter()
     while not done:
-        _, reward, terminated, truncated, info = env.step(scripted_action(env))
+        _, reward, terminated, truncated, info = env.step(env.solve_action())
         rewards.append(reward)
         done = terminated or truncated
     return rewards, info, time.perf_counter() - start

@@ -1,7 +1,6 @@
 """A malformed move earns nothing: the scripted (paying) move of every game, made malformed with a sign,
 non-ASCII digits or extra tokens, must not be rewarded (issue: Mastermind read \\boxed{-5 -5} as 5 5)."""
 
-import importlib
 import re
 
 import pytest
@@ -30,12 +29,9 @@ def malformed(move: str) -> dict[str, str]:
 def paying_move(env_id: str, seed: int):
     """An env reset with ``seed`` and a move (the scripted player's) that pays > 0, or None."""
     env = gem_core.make(env_id)
-    game = env.unwrapped.game if hasattr(env.unwrapped, "game") else env.unwrapped
-    script = importlib.import_module(type(game).__module__).scripted_action
     env.reset(seed=seed)
     for _ in range(200):
-        game = env.unwrapped.game if hasattr(env.unwrapped, "game") else env.unwrapped
-        action = script(game)
+        action = env.solve_action()
         state = env.get_state()
         _, reward, terminated, truncated, _ = env.step(action)
         if reward > 0:

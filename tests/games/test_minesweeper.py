@@ -8,14 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gem_core import make
-from gem_core.envs.games.minesweeper import MinesweeperEnv, _neighbours, mine_probabilities, scripted_action
+from gem_core.envs.games.minesweeper import MinesweeperEnv, _neighbours, mine_probabilities
 
 
 def play(env, seed):
     env.reset(seed=seed)
     rewards, info, done, start = [], {}, False, time.perf_counter()
     while not done:
-        _, reward, terminated, truncated, info = env.step(scripted_action(env))
+        _, reward, terminated, truncated, info = env.step(env.solve_action())
         rewards.append(reward)
         done = terminated or truncated
     return rewards, info, time.perf_counter() - start
@@ -97,7 +97,7 @@ def test_probabilities_match_brute_force():
     for seed in range(15):
         env = MinesweeperEnv(rows=4, cols=4, num_mines=4, max_turns=16)
         env.reset(seed=seed)
-        env.step(scripted_action(env))
+        env.step(env.solve_action())
         if env.episode_over:
             continue
         board = env.board()

@@ -6,14 +6,14 @@ from collections import deque
 import pytest
 
 from gem_core import make
-from gem_core.envs.games.sokoban import SokobanEnv, scripted_action, solve
+from gem_core.envs.games.sokoban import SokobanEnv, solve
 
 
 def play(env, seed):
     env.reset(seed=seed)
     rewards, info, done, start = [], {}, False, time.perf_counter()
     while not done:
-        _, reward, terminated, truncated, info = env.step(scripted_action(env))
+        _, reward, terminated, truncated, info = env.step(env.solve_action())
         rewards.append(reward)
         done = terminated or truncated
     return rewards, info, time.perf_counter() - start

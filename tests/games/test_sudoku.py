@@ -5,14 +5,14 @@ import time
 import pytest
 
 from gem_core import make
-from gem_core.envs.games.sudoku import SudokuEnv, count_solutions, parse_move, scripted_action
+from gem_core.envs.games.sudoku import SudokuEnv, count_solutions, parse_move
 
 
 def play(env, seed):
     env.reset(seed=seed)
     rewards, info, done, start = [], {}, False, time.perf_counter()
     while not done:
-        _, reward, terminated, truncated, info = env.step(scripted_action(env))
+        _, reward, terminated, truncated, info = env.step(env.solve_action())
         rewards.append(reward)
         done = terminated or truncated
     return rewards, info, time.perf_counter() - start
@@ -120,7 +120,7 @@ def test_filled_cells_cannot_be_changed():
     r, c = next((r, c) for r in range(4) for c in range(4) if env.board[r][c])
     obs, reward, _, _, info = env.step(f"\\boxed{{{r + 1} {c + 1} {env.board[r][c]}}}")  # a given
     assert reward == -0.1 and info["invalid_move"] and "already holds" in obs
-    action = scripted_action(env)
+    action = env.solve_action()
     assert env.step(action)[1] == pytest.approx(0.5 / 6)
     obs, reward, _, _, info = env.step(action)  # the same move again
     assert reward == -0.1 and info["invalid_move"] and "already holds" in obs
@@ -143,8 +143,8 @@ def test_format_penalty():
 def test_partial_credit_when_turns_run_out():
     env = SudokuEnv(size=4, clues=10, max_turns=4)
     env.reset(seed=0)
-    env.step(scripted_action(env))
-    env.step(scripted_action(env))
+    env.step(env.solve_action())
+    env.step(env.solve_action())
     env.step("no move")
     _, reward, terminated, truncated, info = env.step("\\boxed{9 9 9}")
     assert truncated and not terminated and info["success"] is False

@@ -7,14 +7,14 @@ from collections import deque
 import pytest
 
 from gem_core import make
-from gem_core.envs.games.tower_of_hanoi import TowerOfHanoiEnv, scripted_action
+from gem_core.envs.games.tower_of_hanoi import TowerOfHanoiEnv
 
 
 def play(env, seed):
     env.reset(seed=seed)
     rewards, info, done, start = [], {}, False, time.perf_counter()
     while not done:
-        _, reward, terminated, truncated, info = env.step(scripted_action(env))
+        _, reward, terminated, truncated, info = env.step(env.solve_action())
         rewards.append(reward)
         done = terminated or truncated
     return rewards, info, time.perf_counter() - start
@@ -74,7 +74,7 @@ def test_solver_is_optimal_from_every_legal_position():
         env.reset(seed=0)
         env.pegs = pegs_of(start)
         for _ in range(moves_left):
-            _, reward, terminated, _, info = env.step(scripted_action(env))
+            _, reward, terminated, _, info = env.step(env.solve_action())
             assert not info.get("invalid_move")
         assert terminated and info["success"], start
 

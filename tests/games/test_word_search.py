@@ -7,14 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gem_core import make
-from gem_core.envs.games.word_search import WordSearchEnv, occurrences, scripted_action
+from gem_core.envs.games.word_search import WordSearchEnv, occurrences
 
 
 def play(env, seed):
     env.reset(seed=seed)
     rewards, info, done, start = [], {}, False, time.perf_counter()
     while not done:
-        _, reward, terminated, truncated, info = env.step(scripted_action(env))
+        _, reward, terminated, truncated, info = env.step(env.solve_action())
         rewards.append(reward)
         done = terminated or truncated
     return rewards, info, time.perf_counter() - start
@@ -90,7 +90,7 @@ def test_reward_table_and_penalties():
 def test_turns_run_out_with_partial_credit_only():
     env = WordSearchEnv(num_words=5, hardcore=True, max_turns=1)
     env.reset(seed=0)
-    _, reward, terminated, truncated, info = env.step(scripted_action(env))
+    _, reward, terminated, truncated, info = env.step(env.solve_action())
     assert reward == pytest.approx(0.1) and truncated and not terminated and not info["success"]
 
 

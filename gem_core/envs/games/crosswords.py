@@ -30,6 +30,7 @@ from typing import Any
 
 from gem_core.envs.games import wordlists
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PROGRESS_REWARD = 0.5  # paid in total, one equal share per word solved
 WIN_REWARD = 1.0
@@ -226,25 +227,34 @@ class CrosswordsEnv(GameEnv):
         guess = self.action_rng.choice([w for w in sorted(wordlists.clues()) if len(w) == len(slot.answer)])
         return f"{slot.name} {guess}"
 
+    def solve_action(self) -> str:
+        """For the first unsolved clue, the untried word of the clue list whose clue matches and that fits
+        the letters in the grid (or, failing that, any untried word that fits)."""
+        grid = self.grid()
+        clues = wordlists.clues()
+        for name, r, c, length, clue in self.clue_list():
+            if name in self.solved:
+                continue
+            dr, dc = STEP[name.split()[1]]
+            pattern = [grid[r + k * dr][c + k * dc].lower() for k in range(length)]
+            fitting = [
+                w
+                for w in sorted(clues)
+                if len(w) == length
+                and w not in self.wrong.get(name, [])
+                and all(p in (BLANK, ch) for p, ch in zip(pattern, w))
+            ]
+            matching = [w for w in fitting if clues[w] == clue] or fitting
+            if matching:
+                return f"\\boxed{{{name} {matching[0]}}}"
+        return self.sample_random_action()
 
-def scripted_action(env: CrosswordsEnv) -> str:
-    """For the first unsolved clue, the untried word of the clue list whose clue matches and that fits
-    the letters in the grid (or, failing that, any untried word that fits)."""
-    grid = env.grid()
-    clues = wordlists.clues()
-    for name, r, c, length, clue in env.clue_list():
-        if name in env.solved:
-            continue
-        dr, dc = STEP[name.split()[1]]
-        pattern = [grid[r + k * dr][c + k * dc].lower() for k in range(length)]
-        fitting = [
-            w
-            for w in sorted(clues)
-            if len(w) == length
-            and w not in env.wrong.get(name, [])
-            and all(p in (BLANK, ch) for p, ch in zip(pattern, w))
-        ]
-        matching = [w for w in fitting if clues[w] == clue] or fitting
-        if matching:
-            return f"\\boxed{{{name} {matching[0]}}}"
-    return env.sample_random_action()
+
+register_game(
+    "Crosswords",
+    CrosswordsEnv,
+    {
+        "easy": {"num_words": 3, "hardcore": False, "max_turns": 30},
+        "hard": {"num_words": 3, "hardcore": True, "max_turns": 40},
+    },
+)

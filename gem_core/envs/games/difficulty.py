@@ -36,3 +36,8 @@ class RandomDifficulty(Env):
         if self.game is None:
             raise RuntimeError("call reset() before sample_random_action()")
         return self.game.sample_random_action()
+
+    def solve_action(self) -> str | None:
+        if self.game is None:
+            raise RuntimeError("call reset() before solve_action()")
+        return self.game.solve_action()

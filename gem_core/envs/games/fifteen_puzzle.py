@@ -22,7 +22,7 @@ Progress ``p`` is the fraction of the ``size**2 - 1`` tiles on their home cell.
 
 The progress rewards telescope, so a game solved without mistakes returns exactly
 ``1.0 + 0.5 * (1 - p0)``, ``p0`` being the starting progress.
-``scripted_action`` plans with weighted A* (Manhattan distance + linear conflicts), lowering the
+``solve_action`` plans with weighted A* (Manhattan distance + linear conflicts), lowering the
 weight down to exact A* until the plan fits the turns left; exact A* always fits, since the optimal
 solution is at most ``L`` moves.
 """
@@ -36,6 +36,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PROGRESS_REWARD = 0.5
 PARTIAL_CREDIT = 0.5
@@ -124,6 +125,19 @@ class FifteenPuzzleEnv(GameEnv):
 
     def _random_move(self) -> str:
         return self.action_rng.choice(sorted(DIRECTIONS))
+
+    def solve_action(self) -> str:
+        """The next move of a plan that fits the turns left (plans are cached per position)."""
+        key = (self.board, self.size)
+        plan = _PLANS.get(key)
+        if plan is None or len(plan) > self.max_turns - self.turn:
+            if len(_PLANS) > 10_000:
+                _PLANS.clear()
+            plan, board = solve(self.board, self.size, self.max_turns - self.turn), self.board
+            for i, d in enumerate(plan):
+                _PLANS[(board, self.size)] = plan[i:]
+                board = apply_move(board, self.size, d)
+        return f"\\boxed{{{plan[0] if plan else 'up'}}}"
 
 
 def legal_moves(board: Board, size: int) -> list[str]:
@@ -225,15 +239,11 @@ def solve(board: Board, size: int, max_moves: int) -> list[str]:
 _PLANS: dict[tuple[Board, int], list[str]] = {}  # position -> the rest of a plan through it
 
 
-def scripted_action(env: FifteenPuzzleEnv) -> str:
-    """The next move of a plan that fits the turns left (plans are cached per position)."""
-    key = (env.board, env.size)
-    plan = _PLANS.get(key)
-    if plan is None or len(plan) > env.max_turns - env.turn:
-        if len(_PLANS) > 10_000:
-            _PLANS.clear()
-        plan, board = solve(env.board, env.size, env.max_turns - env.turn), env.board
-        for i, d in enumerate(plan):
-            _PLANS[(board, env.size)] = plan[i:]
-            board = apply_move(board, env.size, d)
-    return f"\\boxed{{{plan[0] if plan else 'up'}}}"
+register_game(
+    "FifteenPuzzle",
+    FifteenPuzzleEnv,
+    {
+        "easy": {"size": 2, "max_turns": 10},
+        "hard": {"size": 4, "max_turns": 50},
+    },
+)

@@ -20,7 +20,7 @@ Progress ``p = (log2(max tile) - 1) / (log2(target) - 1)`` (0 for a board of 2s,
 Won without mistakes from a largest start tile ``s``, the return is exactly
 ``1.0 + 0.5 * (1 - p(s))``. The tiles sum to at most 8 + 4 per move, so a target above
 ``8 + 4 * max_turns`` cannot be reached: the registered hard (512 in 50 turns) and extreme-hard (2048 in
-100 turns) settings can only earn partial credit, as in the reference GEM. ``scripted_action`` is a
+100 turns) settings can only earn partial credit, as in the reference GEM. ``solve_action`` is a
 depth-2 expectimax player; its measured win rate at easy (64 in 50 turns) is in tests/games/test_game2048.py.
 """
 
@@ -31,6 +31,7 @@ from functools import cache
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 SIZE = 4
 PROGRESS_REWARD = 0.5
@@ -111,6 +112,18 @@ class Game2048Env(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice(DIRECTIONS)
 
+    def solve_action(self) -> str:
+        """The move with the best expected position after the random tile and one more move."""
+        best, best_value = DIRECTIONS[0], -math.inf
+        for direction in DIRECTIONS:
+            moved = slide(self.board, direction)
+            if moved == self.board:
+                continue
+            value = math.inf if max(moved) >= self.target_tile else _expected(moved)
+            if value > best_value:
+                best, best_value = direction, value
+        return f"\\boxed{{{best}}}"
+
 
 @cache
 def _slide_line(line: tuple[int, ...]) -> tuple[int, ...]:
@@ -169,14 +182,12 @@ def _expected(board: Board) -> float:
     return total / len(empty)
 
 
-def scripted_action(env: Game2048Env) -> str:
-    """The move with the best expected position after the random tile and one more move."""
-    best, best_value = DIRECTIONS[0], -math.inf
-    for direction in DIRECTIONS:
-        moved = slide(env.board, direction)
-        if moved == env.board:
-            continue
-        value = math.inf if max(moved) >= env.target_tile else _expected(moved)
-        if value > best_value:
-            best, best_value = direction, value
-    return f"\\boxed{{{best}}}"
+register_game(
+    "Game2048",
+    Game2048Env,
+    {
+        "easy": {"target_tile": 64, "max_turns": 50},
+        "hard": {"target_tile": 512, "max_turns": 50},
+        "extreme-hard": {"target_tile": 2048, "max_turns": 100},
+    },
+)

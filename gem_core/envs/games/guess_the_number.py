@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 
 class GuessTheNumberEnv(GameEnv):
@@ -76,7 +77,16 @@ class GuessTheNumberEnv(GameEnv):
     def _random_move(self) -> str:
         return str(self.action_rng.randint(self.min_number, self.max_number))
 
+    def solve_action(self) -> str:
+        """Binary search over the range the hints still allow (only what the player has been told)."""
+        return f"\\boxed{{{(self.low + self.high) // 2}}}"
 
-def scripted_action(env: GuessTheNumberEnv) -> str:
-    """Binary search over the range the hints still allow (only what the player has been told)."""
-    return f"\\boxed{{{(env.low + env.high) // 2}}}"
+
+register_game(
+    "GuessTheNumber",
+    GuessTheNumberEnv,
+    {
+        "easy": {"min_number": 1, "max_number": 10, "max_turns": 4},
+        "hard": {"min_number": 1, "max_number": 50, "max_turns": 7},
+    },
+)

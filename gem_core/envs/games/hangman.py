@@ -17,7 +17,7 @@ Progress is the fraction of the word's letters revealed.
 
 The letter rewards add up to 0.5 × the fraction revealed, so a win without penalties returns exactly 1.5.
 
-``scripted_action`` wins on all 400 seven-letter answers within the hard 20 turns, but on only 263 of
+``solve_action`` wins on all 400 seven-letter answers within the hard 20 turns, but on only 263 of
 the 343 three-letter answers (77%) within the easy 10: after ``_ O T`` ten words remain (cot, dot, got,
 hot, jot, lot, not, pot, rot, tot) and no letter tells more than one of them apart.
 """
@@ -29,6 +29,7 @@ from typing import Any
 
 from gem_core.envs.games import wordlists
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PROGRESS_REWARD = 0.5  # paid in total, as the revealed fraction climbs from 0 to 1
 WIN_REWARD = 1.0
@@ -98,22 +99,31 @@ class HangmanEnv(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice("abcdefghijklmnopqrstuvwxyz")
 
+    def solve_action(self) -> str:
+        """Among the answer-list words that fit the revealed pattern and every guess, guess the unguessed
+        letter found in the most of them (ties: alphabetical); guess the word once only one fits."""
+        guessed = set(self.guessed_letters)
+        candidates = [
+            w
+            for w in wordlists.words("answers", self.word_length)
+            if w not in self.guessed_words
+            and all((ch == shown) if shown else (ch not in guessed) for ch, shown in zip(w, self.revealed))
+        ]
+        if len(candidates) == 1:
+            return f"\\boxed{{{candidates[0]}}}"
+        counts = Counter(ch for w in candidates for ch in set(w) - guessed)
+        if not counts:  # the word is not in the list: fall back on English letter frequency
+            order = [ch for ch in "etaoinshrdlucmfwygpbvkxqjz" if ch not in guessed]
+            return f"\\boxed{{{order[0] if order else 'a'}}}"
+        letter = min(counts, key=lambda ch: (-counts[ch], ch))
+        return f"\\boxed{{{letter}}}"
 
-def scripted_action(env: HangmanEnv) -> str:
-    """Among the answer-list words that fit the revealed pattern and every guess, guess the unguessed
-    letter found in the most of them (ties: alphabetical); guess the word once only one fits."""
-    guessed = set(env.guessed_letters)
-    candidates = [
-        w
-        for w in wordlists.words("answers", env.word_length)
-        if w not in env.guessed_words
-        and all((ch == shown) if shown else (ch not in guessed) for ch, shown in zip(w, env.revealed))
-    ]
-    if len(candidates) == 1:
-        return f"\\boxed{{{candidates[0]}}}"
-    counts = Counter(ch for w in candidates for ch in set(w) - guessed)
-    if not counts:  # the word is not in the list: fall back on English letter frequency
-        order = [ch for ch in "etaoinshrdlucmfwygpbvkxqjz" if ch not in guessed]
-        return f"\\boxed{{{order[0] if order else 'a'}}}"
-    letter = min(counts, key=lambda ch: (-counts[ch], ch))
-    return f"\\boxed{{{letter}}}"
+
+register_game(
+    "Hangman",
+    HangmanEnv,
+    {
+        "easy": {"word_length": 3, "max_turns": 10},
+        "hard": {"word_length": 7, "max_turns": 20},
+    },
+)

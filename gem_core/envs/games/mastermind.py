@@ -28,6 +28,7 @@ import re
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PROGRESS_REWARD = 0.5  # paid in total, as the best peg score climbs from 0 to 1
 WIN_REWARD = 1.0
@@ -112,10 +113,19 @@ class MastermindEnv(GameEnv):
     def _random_move(self) -> str:
         return " ".join(map(str, self.action_rng.sample(range(1, self.num_symbols + 1), self.code_length)))
 
+    def solve_action(self) -> str:
+        """Guess the first code (in lexicographic order) consistent with every peg answer so far."""
+        for candidate in itertools.permutations(range(1, self.num_symbols + 1), self.code_length):
+            if all(score_pegs(candidate, g) == (b, w) for g, b, w in self.history):
+                return f"\\boxed{{{' '.join(map(str, candidate))}}}"
+        raise RuntimeError("no code fits the feedback")  # impossible: the secret code always fits
 
-def scripted_action(env: MastermindEnv) -> str:
-    """Guess the first code (in lexicographic order) consistent with every peg answer so far."""
-    for candidate in itertools.permutations(range(1, env.num_symbols + 1), env.code_length):
-        if all(score_pegs(candidate, g) == (b, w) for g, b, w in env.history):
-            return f"\\boxed{{{' '.join(map(str, candidate))}}}"
-    raise RuntimeError("no code fits the feedback")  # impossible: the secret code always fits
+
+register_game(
+    "Mastermind",
+    MastermindEnv,
+    {
+        "easy": {"code_length": 2, "num_symbols": 6, "max_turns": 10},
+        "hard": {"code_length": 4, "num_symbols": 8, "max_turns": 30},
+    },
+)

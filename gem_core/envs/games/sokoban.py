@@ -23,7 +23,7 @@ the fraction of boxes on targets:
 
 The box rewards telescope, so a level solved without mistakes returns exactly
 ``1.0 + 0.5 * (1 - p0)``, ``p0`` being the fraction of boxes on targets at the start.
-``scripted_action`` plans with weighted A* over (player, boxes) states, lowering the weight down to
+``solve_action`` plans with weighted A* over (player, boxes) states, lowering the weight down to
 exact A* until the plan fits the turns left.
 """
 
@@ -35,6 +35,7 @@ from collections import deque
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PROGRESS_REWARD = 0.5
 PARTIAL_CREDIT = 0.5
@@ -177,6 +178,27 @@ class SokobanEnv(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice(sorted(DIRECTIONS))
 
+    def solve_action(self) -> str:
+        """The next move of a plan that fits the turns left (plans are cached per position)."""
+        key = (self.floor, self.targets, self.boxes, self.player)
+        plan = _PLANS.get(key)
+        turns_left = self.max_turns - self.turn
+        if plan is None or len(plan) > turns_left:
+            if len(_PLANS) > 10_000:
+                _PLANS.clear()
+            for weight in SEARCH_WEIGHTS:
+                plan = solve(self.floor, self.targets, self.boxes, self.player, weight) or []
+                if len(plan) <= turns_left:
+                    break
+            boxes, player = self.boxes, self.player
+            for i, d in enumerate(plan):
+                _PLANS[(self.floor, self.targets, boxes, player)] = plan[i:]
+                ahead = _step(player, d)
+                if ahead in boxes:
+                    boxes = (boxes - {ahead}) | {_step(ahead, d)}
+                player = ahead
+        return f"\\boxed{{{plan[0] if plan else 'up'}}}"
+
 
 def _connected(floor: set[Cell]) -> bool:
     start = next(iter(floor))
@@ -267,23 +289,11 @@ def solve(
 _PLANS: dict[tuple[Any, ...], list[str]] = {}  # position -> the rest of a plan through it
 
 
-def scripted_action(env: SokobanEnv) -> str:
-    """The next move of a plan that fits the turns left (plans are cached per position)."""
-    key = (env.floor, env.targets, env.boxes, env.player)
-    plan = _PLANS.get(key)
-    turns_left = env.max_turns - env.turn
-    if plan is None or len(plan) > turns_left:
-        if len(_PLANS) > 10_000:
-            _PLANS.clear()
-        for weight in SEARCH_WEIGHTS:
-            plan = solve(env.floor, env.targets, env.boxes, env.player, weight) or []
-            if len(plan) <= turns_left:
-                break
-        boxes, player = env.boxes, env.player
-        for i, d in enumerate(plan):
-            _PLANS[(env.floor, env.targets, boxes, player)] = plan[i:]
-            ahead = _step(player, d)
-            if ahead in boxes:
-                boxes = (boxes - {ahead}) | {_step(ahead, d)}
-            player = ahead
-    return f"\\boxed{{{plan[0] if plan else 'up'}}}"
+register_game(
+    "Sokoban",
+    SokobanEnv,
+    {
+        "easy": {"rows": 6, "cols": 6, "num_boxes": 2, "max_turns": 20},
+        "hard": {"rows": 8, "cols": 8, "num_boxes": 4, "max_turns": 50},
+    },
+)

@@ -31,6 +31,7 @@ from functools import cache
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PROGRESS_REWARD = 0.5
 PARTIAL_CREDIT = 0.5
@@ -163,6 +164,15 @@ class SudokuEnv(GameEnv):
         n = self.size
         return " ".join(str(self.action_rng.randint(1, n)) for _ in range(3))
 
+    def solve_action(self) -> str:
+        """Solve the board as shown (backtracking over candidate sets) and fill its first empty cell."""
+        solution = solve(self.board, self.box)
+        empties = [(r, c) for r in range(self.size) for c in range(self.size) if not self.board[r][c]]
+        if solution is None or not empties:
+            return "\\boxed{1 1 1}"
+        r, c = empties[0]
+        return f"\\boxed{{{r + 1} {c + 1} {solution[r][c]}}}"
+
 
 @cache
 def _board_template(n: int, b: int) -> str:
@@ -260,11 +270,11 @@ def _solutions(grid: Grid, box: int, limit: int) -> list[Grid]:
     return found
 
 
-def scripted_action(env: SudokuEnv) -> str:
-    """Solve the board as shown (backtracking over candidate sets) and fill its first empty cell."""
-    solution = solve(env.board, env.box)
-    empties = [(r, c) for r in range(env.size) for c in range(env.size) if not env.board[r][c]]
-    if solution is None or not empties:
-        return "\\boxed{1 1 1}"
-    r, c = empties[0]
-    return f"\\boxed{{{r + 1} {c + 1} {solution[r][c]}}}"
+register_game(
+    "Sudoku",
+    SudokuEnv,
+    {
+        "easy": {"size": 4, "clues": 10, "max_turns": 15},
+        "hard": {"size": 9, "clues": 50, "max_turns": 50},
+    },
+)

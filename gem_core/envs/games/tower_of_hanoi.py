@@ -20,7 +20,7 @@ fraction of the ``n`` disks in their final position. Rewards (``n`` disks):
 The progress rewards are potential-based (they telescope), so moving a disk on and off C earns
 nothing. A solved game with no mistakes returns exactly 1.5 (0.5 for the disks, 1.0 for the win).
 The optimal solution takes ``2**n - 1`` moves (easy: 3 disks, 7 moves in 10 turns; hard: 5 disks,
-31 moves in 35 turns); ``scripted_action`` plays optimally from any legal position.
+31 moves in 35 turns); ``solve_action`` plays optimally from any legal position.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import re
 from typing import Any
 
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PEGS = "ABC"
 SOURCE, TARGET = "A", "C"
@@ -110,6 +111,13 @@ class TowerOfHanoiEnv(GameEnv):
         src, dst = self.action_rng.sample(PEGS, 2)
         return f"{src} {dst}"
 
+    def solve_action(self) -> str:
+        """The optimal next move from the position on the board (any legal position, not just the start)."""
+        peg_of = {disk: peg for peg, disks in self.pegs.items() for disk in disks}
+        move = _next_move(peg_of, self.num_disks, TARGET)
+        src, dst = move if move is not None else ("A", "B")
+        return f"\\boxed{{{src} {dst}}}"
+
 
 def _next_move(peg_of: dict[int, str], disk: int, goal: str) -> tuple[str, str] | None:
     """The first move of the shortest way to gather disks 1..disk on ``goal``; None if they already are."""
@@ -121,9 +129,12 @@ def _next_move(peg_of: dict[int, str], disk: int, goal: str) -> tuple[str, str] 
     return _next_move(peg_of, disk - 1, spare) or (peg_of[disk], goal)
 
 
-def scripted_action(env: TowerOfHanoiEnv) -> str:
-    """The optimal next move from the position on the board (any legal position, not just the start)."""
-    peg_of = {disk: peg for peg, disks in env.pegs.items() for disk in disks}
-    move = _next_move(peg_of, env.num_disks, TARGET)
-    src, dst = move if move is not None else ("A", "B")
-    return f"\\boxed{{{src} {dst}}}"
+register_game(
+    "TowerOfHanoi",
+    TowerOfHanoiEnv,
+    {
+        "easy": {"num_disks": 3, "max_turns": 10},
+        "hard": {"num_disks": 5, "max_turns": 35},
+    },
+    aliases=("TowerofHanoi",),
+)

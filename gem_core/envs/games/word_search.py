@@ -32,6 +32,7 @@ from typing import Any
 
 from gem_core.envs.games import wordlists
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PROGRESS_REWARD = 0.5  # paid in total, one equal share per word found
 WIN_REWARD = 1.0
@@ -208,6 +209,15 @@ class WordSearchEnv(GameEnv):
         """How many steps of ``step`` (-1, 0 or 1) fit from ``x`` inside the grid."""
         return self.size - 1 - x if step > 0 else x if step < 0 else self.size
 
+    def solve_action(self) -> str:
+        """Search the visible grid for the first listed word not yet found and mark it."""
+        grid = [row.upper() for row in self.board()]
+        left = [w for w in self.words if w not in self.found]
+        for word in left:
+            for r1, c1, r2, c2 in occurrences(grid, word.upper()):
+                return f"\\boxed{{{r1 + 1} {c1 + 1} {r2 + 1} {c2 + 1}}}"
+        return self.sample_random_action()
+
 
 def _cells(line: Line) -> list[tuple[int, int]]:
     r1, c1, r2, c2 = line
@@ -216,11 +226,11 @@ def _cells(line: Line) -> list[tuple[int, int]]:
     return [(r1 + k * dr, c1 + k * dc) for k in range(n + 1)]
 
 
-def scripted_action(env: WordSearchEnv) -> str:
-    """Search the visible grid for the first listed word not yet found and mark it."""
-    grid = [row.upper() for row in env.board()]
-    left = [w for w in env.words if w not in env.found]
-    for word in left:
-        for r1, c1, r2, c2 in occurrences(grid, word.upper()):
-            return f"\\boxed{{{r1 + 1} {c1 + 1} {r2 + 1} {c2 + 1}}}"
-    return env.sample_random_action()
+register_game(
+    "WordSearch",
+    WordSearchEnv,
+    {
+        "easy": {"num_words": 5, "hardcore": False, "max_turns": 20},
+        "hard": {"num_words": 5, "hardcore": True, "max_turns": 20},
+    },
+)

@@ -26,6 +26,7 @@ from typing import Any
 
 from gem_core.envs.games import wordlists
 from gem_core.envs.games.base import INVALID_MOVE_PENALTY, GameEnv
+from gem_core.envs.games.ids import register_game
 
 PROGRESS_REWARD = 0.5  # paid in total, as the best letter score climbs from 0 to 1
 WIN_REWARD = 1.0
@@ -98,16 +99,25 @@ class WordleEnv(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice(wordlists.words("answers", self.word_length))
 
+    def solve_action(self) -> str:
+        """Guess the answer-list word consistent with all marks so far whose distinct letters are most
+        common among the remaining candidates (ties: alphabetical)."""
+        tried = {g for g, _ in self.history}
+        candidates = [
+            w
+            for w in wordlists.words("answers", self.word_length)
+            if w not in tried and all(feedback(w, g) == m for g, m in self.history)
+        ]
+        letter_counts = Counter(ch for w in candidates for ch in set(w))
+        best = max(candidates, key=lambda w: (sum(letter_counts[ch] for ch in set(w)), [-ord(c) for c in w]))
+        return f"\\boxed{{{best}}}"
 
-def scripted_action(env: WordleEnv) -> str:
-    """Guess the answer-list word consistent with all marks so far whose distinct letters are most
-    common among the remaining candidates (ties: alphabetical)."""
-    tried = {g for g, _ in env.history}
-    candidates = [
-        w
-        for w in wordlists.words("answers", env.word_length)
-        if w not in tried and all(feedback(w, g) == m for g, m in env.history)
-    ]
-    letter_counts = Counter(ch for w in candidates for ch in set(w))
-    best = max(candidates, key=lambda w: (sum(letter_counts[ch] for ch in set(w)), [-ord(c) for c in w]))
-    return f"\\boxed{{{best}}}"
+
+register_game(
+    "Wordle",
+    WordleEnv,
+    {
+        "easy": {"word_length": 3, "max_turns": 15},
+        "hard": {"word_length": 5, "max_turns": 25},
+    },
+)
