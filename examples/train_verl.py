@@ -24,7 +24,9 @@ episodes per step); ``--model tiny`` trains a small random Llama over the SmolLM
 step, for debugging an env, a reward or an estimator through the real trainer)::
 
     python examples/train_verl.py --device cpu --model tiny --total-training-steps 2
-Extra Hydra overrides go after ``--``::
+
+Every setting is a field of ``Args`` below (``--help`` lists them; ``--device cpu`` swaps in
+``CPU_DEFAULTS``). Extra Hydra overrides go after ``--``::
 
     python examples/train_verl.py --env-ids game:GuessTheNumber-v1-easy --total-training-steps 50 \\
         -- trainer.logger='[console,wandb]'
@@ -32,16 +34,16 @@ Extra Hydra overrides go after ``--``::
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
+from transformers import HfArgumentParser
 
 AGENT_LOOP_YAML = Path(__file__).resolve().parent / "verl" / "gem_agent_loop.yaml"
 
@@ -55,40 +57,66 @@ TINY = "tiny"  # --model tiny: a random Llama over the SmolLM2 tokenizer, built 
 
 @dataclass
 class Args:
-    device: str = "cuda"  # "cuda" (vLLM rollout) or "cpu" (transformers rollout; see gem_adapters.verl.cpu)
-    model: str = "smollm2"  # "smollm2" (offline copy), "tiny", a Hugging Face id or a local path
-    env_ids: list[str] = field(default_factory=lambda: ["game:GuessTheNumber-v1-easy"])
-    system_prompt: str | None = (
-        "You are playing a game. Think briefly, then answer with your move as \\boxed{...}."
+    # the task
+    device: Literal["cuda", "cpu"] = field(
+        default="cuda",
+        metadata={"help": "cuda (vLLM rollout) or cpu (transformers rollout; see gem_adapters.verl.cpu)."},
     )
-    train_tasks: int = 4096  # rows of the training parquet (seeds 0, 1, ...)
-    val_tasks: int = 128  # rows of the validation parquet (seeds from val_first_seed)
+    model: str = field(
+        default="smollm2", metadata={"help": "'smollm2' (offline copy), 'tiny', a Hugging Face id or a path."}
+    )
+    env_ids: list[str] = field(
+        default_factory=lambda: ["game:GuessTheNumber-v1-easy"], metadata={"help": "gem_core env ids."}
+    )
+    system_prompt: str | None = field(
+        default="You are playing a game. Think briefly, then answer with your move as \\boxed{...}.",
+        metadata={"help": "System message ('' for none)."},
+    )
+    train_tasks: int = field(
+        default=4096, metadata={"help": "Rows of the training parquet (seeds 0, 1, ...)."}
+    )
+    val_tasks: int = field(
+        default=128, metadata={"help": "Rows of the validation parquet (seeds from val_first_seed)."}
+    )
     val_first_seed: int = 1_000_000
     # episodes
-    max_turns: int = 8  # actions per episode
-    max_turn_tokens: int = 96  # new tokens per action
-    max_prompt_length: int = 512  # the first observation, rendered
-    max_response_length: int = 2048  # everything after it: actions + env feedback
-    # algorithm
-    estimator: str = (
-        "gem_rebn"  # gem_rebn | gem_grpo | gem_dr_grpo | gem_rloo | gem_reinforce (or verl's own)
+    max_turns: int = field(default=8, metadata={"help": "Actions per episode."})
+    max_turn_tokens: int = field(default=96, metadata={"help": "New tokens per action."})
+    max_prompt_length: int = field(default=512, metadata={"help": "The first observation, rendered."})
+    max_response_length: int = field(
+        default=2048, metadata={"help": "Everything after it: actions + env feedback."}
     )
-    gamma: float = 0.9
-    episodes_per_task: int = 4  # rollout.n: episodes sharing env id + seed (a GRPO group)
-    tasks_per_step: int = 32  # data.train_batch_size
+    # the algorithm
+    estimator: str = field(
+        default="gem_rebn",
+        metadata={"help": "gem_rebn | gem_grpo | gem_dr_grpo | gem_rloo | gem_reinforce (or verl's own)."},
+    )
+    gamma: float = field(default=0.9, metadata={"help": "Discount of per-turn rewards."})
+    episodes_per_task: int = field(
+        default=4, metadata={"help": "rollout.n: episodes sharing env id + seed (a GRPO group)."}
+    )
+    tasks_per_step: int = field(default=32, metadata={"help": "data.train_batch_size."})
     learning_rate: float = 1e-6
-    ppo_mini_batch_size: int = 16  # in tasks; verl multiplies by episodes_per_task
+    ppo_mini_batch_size: int = field(
+        default=16, metadata={"help": "In tasks; verl multiplies it by episodes_per_task."}
+    )
     micro_batch_size_per_gpu: int = 8
     temperature: float = 1.0
     total_training_steps: int = 200
-    test_freq: int = 20
-    # machine
-    gpu_memory_utilization: float = 0.4
+    test_freq: int = field(default=20, metadata={"help": "Validate every N steps (-1: never)."})
+    # the machine and the output
+    gpu_memory_utilization: float = field(default=0.4, metadata={"help": "vLLM's share of the GPU."})
     output_dir: str = "runs/verl_gem"
     project_name: str = "gem"
     experiment_name: str = "verl_rebn"
-    logger: str = "console"
-    dry_run: bool = False
+    logger: str = field(default="console", metadata={"help": "trainer.logger, e.g. 'console,wandb'."})
+    dry_run: bool = field(
+        default=False, metadata={"help": "Write the files and print the command without launching."}
+    )
+
+    def __post_init__(self):
+        if self.system_prompt == "":
+            self.system_prompt = None
 
 
 # What --device cpu changes in the defaults above (flags given on the command line still win).
@@ -108,32 +136,15 @@ CPU_DEFAULTS = {
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
-    """``--field-name value`` for every field of ``Args``; what follows ``--`` is passed to Hydra."""
+    """The flags of ``Args`` (``--help`` lists them); what follows ``--`` is passed to Hydra."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    argv = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    device = argparse.ArgumentParser(add_help=False)
-    device.add_argument("--device", default=Args.device, choices=["cuda", "cpu"])
-    defaults = Args(**(CPU_DEFAULTS if device.parse_known_args(argv)[0].device == "cpu" else {}))
-    for f in dataclasses.fields(Args):
-        flag, value = "--" + f.name.replace("_", "-"), getattr(defaults, f.name)
-        if isinstance(value, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=value)
-        elif isinstance(value, list):
-            parser.add_argument(flag, nargs="+", default=value)
-        elif f.name == "system_prompt":
-            parser.add_argument(flag, default=value, help="'' for none")
-        elif f.name == "device":
-            parser.add_argument(flag, default=value, choices=["cuda", "cpu"])
-        else:
-            parser.add_argument(flag, type=type(value), default=value)
-    args = Args(**vars(parser.parse_args(argv)))
-    if args.system_prompt == "":
-        args.system_prompt = None
-    return args, extra
+    cut = argv.index("--") if "--" in argv else len(argv)
+    parser = HfArgumentParser(Args, description=__doc__.split("\n\n")[0])
+    (args,) = parser.parse_args_into_dataclasses(argv[:cut])
+    if args.device == "cpu":
+        parser.set_defaults(**CPU_DEFAULTS)
+        (args,) = parser.parse_args_into_dataclasses(argv[:cut])
+    return args, argv[cut + 1 :]
 
 
 def write_inputs(args: Args) -> dict[str, Path]:
@@ -250,9 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*EXTERNAL_MODULES, *given]))
     if args.device == "cpu":
         env["VERL_PLATFORM"] = "cpu"  # gem_adapters.verl.plugin then loads gem_adapters.verl.cpu
-    repo = str(
-        Path(__file__).resolve().parents[1]
-    )  # Ray workers import gem_adapters from here if not installed
+    repo = str(Path(__file__).resolve().parents[1])  # Ray workers import gem_adapters from here
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
     return subprocess.call(command, env=env)
 
