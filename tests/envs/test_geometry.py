@@ -299,6 +299,27 @@ def test_vector_env_in_worker_processes_carries_images():
         vec.close()
 
 
+# ---- the package --------------------------------------------------------------------------------------
+def test_the_package_exports_what_the_single_module_did_and_registers_its_ids():
+    import gem_core.envs.geometry as geometry
+
+    public = {
+        "DEGREE", "EASY", "FIND_ANGLE", "HARD", "IMAGE_SIZE", "LEVELS", "POLYGON_NAMES", "REGULAR",
+        "RELATIONS", "SECTOR_ANGLES", "TRIPLES", "Figure", "GeometryFiguresEnv", "Made", "Point",
+        "VisualMathEnv", "make_problem",
+    }  # fmt: skip
+    makers = {maker.__name__ for maker in (*geometry.EASY, *geometry.HARD)}
+    assert set(geometry.__all__) == public | makers
+    assert all(getattr(geometry, maker) in (*geometry.EASY, *geometry.HARD) for maker in makers)
+    assert gem_core.list_envs("math:Geometry*") == [
+        "math:Geometry3K",
+        "math:GeometryFigures-v0",
+        "math:GeometryFigures-v0-easy",
+        "math:GeometryFigures-v0-hard",
+    ]
+    assert gem_core.registry.spec(IDS[0]).entry_point == "gem_core.envs.geometry:GeometryFiguresEnv"
+
+
 # ---- the Geometry3K Hub id --------------------------------------------------------------------------
 def test_geometry3k_fails_fast_offline_with_advice(hub_unreachable):
     pytest.importorskip("datasets")

@@ -1,211 +1,22 @@
-"""Geometry with figures: a problem drawn as an image, the answer in ``\\boxed{}``, graded by math-verify.
-
-The observation is a ``MultimodalObservation`` (``gem_core.observation``): the question text and one
-PNG figure. As in Geometry3K, the givens (lengths, angles, equal-side ticks, parallel arrows, right
-angle marks) are written on the figure, and the text only says what to find ("Find x."), so the
-figure is needed; ``describe=True`` also states the givens in the text (for text-only baselines).
-
-Problems are generated on demand from a seed (``reset(index=i)`` always gives problem ``i``) and
-drawn with Pillow, so the same seed gives byte-identical PNGs. Every answer is exact by construction:
-the figure is drawn from the answer's own quantities (an angle marked x is the angle between the
-drawn rays), and answers are integers, fractions, multiples of pi (``25\\pi``) or of a square root
-(``5\\sqrt{2}``). Figures are not to scale in absolute size, but their angles and length ratios are.
-
-| level  | question kinds                                                                          |
-|--------|-----------------------------------------------------------------------------------------|
-| easy   | triangle angle sum, isosceles base angle, Pythagorean hypotenuse (integer triples),     |
-|        | circle area / circumference from the radius, rectangle area / perimeter, polygon angle  |
-|        | sum, parallel lines cut by a transversal (corresponding, alternate, co-interior angles) |
-| hard   | exterior angle, angles given as expressions in x, a missing leg or a 45-45-90 / 30-60-90 |
-|        | side, circle area from the diameter or circumference, sector area and arc length,       |
-|        | isosceles triangle and trapezoid areas, regular polygon angles, inscribed angles,       |
-|        | parallel-line angles given as expressions in x                                          |
-
-| event                                              | reward |
-|----------------------------------------------------|--------|
-| boxed answer equivalent to the reference           | 1.0    |
-| wrong answer, or grading timed out / failed        | 0.0    |
-| no ``\\boxed{}`` in the reply (``format_error``)   | 0.0    |
-
-Ids: ``math:GeometryFigures-v0-easy``, ``math:GeometryFigures-v0-hard``, ``math:GeometryFigures-v0``
-(either level, drawn per problem). The reference GEM's ``math:Geometry3K`` (Hub dataset
-``axon-rl/geometry3k``, images in its ``images`` column) loads through ``datasets`` when online, or
-from a local copy: ``make("math:Geometry3K", data_files="geometry3k.parquet")``.
-"""
+"""The geometry problems: one maker per question kind draws a figure and states its exact answer;
+``make_problem`` gives problem ``i`` of a level from a seed (see ``gem_core.envs.geometry``)."""
 
 from __future__ import annotations
 
 import cmath
 import functools
-import io
 import math
 import random
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
-from gem_core.envs.dataset import DatasetEnv
-from gem_core.envs.math import GRADE_TIMEOUT, INSTRUCTION, MathEnv
-from gem_core.observation import MultimodalObservation, png_bytes
-from gem_core.registry import register
+from gem_core.envs.geometry.figures import DEGREE, IMAGE_SIZE, Figure, Point
 
 LEVELS = ("easy", "hard", "mixed")
-IMAGE_SIZE = 384  # pixels, square
-DEGREE = "°"
-
-Point = complex  # plane coordinates, y up
 
 
-# ---- figures ---------------------------------------------------------------------------------------
-class Figure:
-    """Drawing primitives in plane coordinates, rendered to fit a square canvas (y up, uniform scale).
-
-    ``points`` holds the named points (for labels, and for checking a figure against its answer).
-    """
-
-    INK, LABEL, MARGIN = (0, 0, 0), (20, 40, 150), 44
-
-    def __init__(self) -> None:
-        self.shapes: list[tuple[str, tuple[Any, ...]]] = []
-        self.extent: list[Point] = []
-        self.points: dict[str, Point] = {}
-
-    def segment(self, p: Point, q: Point, dashed: bool = False) -> None:
-        self.shapes.append(("segment", (p, q, dashed)))
-        self.extent += [p, q]
-
-    def polygon(self, vertices: Sequence[Point]) -> None:
-        for p, q in zip(vertices, [*vertices[1:], vertices[0]]):
-            self.segment(p, q)
-
-    def circle(self, center: Point, radius: float) -> None:
-        self.shapes.append(("circle", (center, radius)))
-        self.extent += [center + radius * d for d in (1, 1j, -1, -1j)]
-
-    def dot(self, p: Point) -> None:
-        self.shapes.append(("dot", (p,)))
-
-    def name(self, label: str, p: Point, away_from: Point) -> None:
-        """Label the point ``p`` on the side away from ``away_from``."""
-        self.points[label] = p
-        self.shapes.append(("text", (p, label, _unit(p - away_from), 10)))
-
-    def side(self, p: Point, q: Point, label: str, away_from: Point) -> None:
-        """Label the segment ``pq`` at its middle, on the side away from ``away_from``."""
-        normal = _unit((q - p) * 1j)
-        if ((away_from - p) * normal.conjugate()).real > 0:
-            normal = -normal
-        self.shapes.append(("text", ((p + q) / 2, label, normal, 10)))
-
-    def angle(
-        self,
-        vertex: Point,
-        a: Point,
-        b: Point,
-        label: str | None = None,
-        right: bool = False,
-        ccw: bool = False,
-    ) -> None:
-        """Mark the angle between the rays ``vertex->a`` and ``vertex->b``: an arc over the smaller angle
-        (``ccw``: counterclockwise from ``a`` to ``b``, which may be reflex), or a square if ``right``."""
-        self.shapes.append(("angle", (vertex, a, b, label, right, ccw)))
-
-    def ticks(self, p: Point, q: Point, count: int = 1) -> None:
-        """Equal-length marks across the middle of ``pq``."""
-        self.shapes.append(("ticks", (p, q, count)))
-
-    def arrows(self, p: Point, q: Point, count: int = 1, at: float = 0.3) -> None:
-        """Parallel-line marks (chevrons pointing from ``p`` to ``q``) at the fraction ``at`` of ``pq``."""
-        self.shapes.append(("arrows", (p, q, count, at)))
-
-    def render(self, size: int = IMAGE_SIZE) -> bytes:
-        from PIL import Image, ImageDraw, ImageFont
-
-        xs, ys = [p.real for p in self.extent], [p.imag for p in self.extent]
-        span = max(max(xs) - min(xs), max(ys) - min(ys), 1e-9)
-        scale = (size - 2 * self.MARGIN) / span
-        cx, cy = (max(xs) + min(xs)) / 2, (max(ys) + min(ys)) / 2
-
-        def px(p: Point) -> complex:  # pixel coordinates as a complex number (y down)
-            return complex(size / 2 + (p.real - cx) * scale, size / 2 - (p.imag - cy) * scale)
-
-        image = Image.new("RGB", (size, size), "white")
-        draw = ImageDraw.Draw(image)
-        font = ImageFont.load_default(size=17)
-
-        def xy(z: complex) -> tuple[float, float]:
-            return (round(z.real, 2), round(z.imag, 2))
-
-        def line(a: complex, b: complex, width: int = 2) -> None:
-            draw.line([xy(a), xy(b)], fill=self.INK, width=width)
-
-        def text(anchor: complex, label: str, direction: complex, gap: float) -> None:
-            left, top, right, bottom = draw.textbbox((0, 0), label, font=font, anchor="mm")
-            w, h = right - left, bottom - top
-            reach = gap + 0.5 * (abs(direction.real) * w + abs(direction.imag) * h) + 2
-            draw.text(xy(anchor + direction * reach), label, font=font, fill=self.LABEL, anchor="mm")
-
-        for kind, args in self.shapes:
-            if kind == "segment":
-                a, b, dashed = px(args[0]), px(args[1]), args[2]
-                if not dashed:
-                    line(a, b)
-                    continue
-                length, step = abs(b - a), 9.0
-                for k in range(int(length // step) + 1):
-                    start = a + (b - a) * (k * step / length)
-                    stop = a + (b - a) * (min(k * step + 5.0, length) / length)
-                    line(start, stop, 1)
-            elif kind == "circle":
-                c, r = px(args[0]), args[1] * scale
-                draw.ellipse([xy(c - complex(r, r)), xy(c + complex(r, r))], outline=self.INK, width=2)
-            elif kind == "dot":
-                c = px(args[0])
-                draw.ellipse([xy(c - (3 + 3j)), xy(c + (3 + 3j))], fill=self.INK)
-            elif kind == "text":
-                p, label, direction, gap = args
-                text(px(p), label, complex(direction.real, -direction.imag), gap)
-            elif kind == "angle":
-                vertex, a, b, label, right, ccw = args
-                v = px(vertex)
-                ua, ub = _unit(px(a) - v), _unit(px(b) - v)
-                if right:
-                    r = 12.0
-                    draw.line([xy(v + r * ua), xy(v + r * (ua + ub)), xy(v + r * ub)], fill=self.INK, width=1)
-                    continue
-                r = 24.0
-                # Pillow sweeps clockwise on screen, which is counterclockwise in the plane reversed.
-                start, end = math.degrees(cmath.phase(ua)), math.degrees(cmath.phase(ub))
-                if ccw or (end - start) % 360 > 180:
-                    start, end = end, start
-                draw.arc([xy(v - complex(r, r)), xy(v + complex(r, r))], start, end, fill=self.INK, width=1)
-                if label:
-                    sweep = (end - start) % 360
-                    middle = math.radians(start + sweep / 2)
-                    # A narrow angle's label goes further out, clear of the two rays.
-                    text(v, label, cmath.exp(1j * middle), r + 2 + max(0.0, 45 - sweep) * 0.6)
-            elif kind == "ticks":
-                a, b, count = px(args[0]), px(args[1]), args[2]
-                u = _unit(b - a)
-                for k in range(count):
-                    m = (a + b) / 2 + u * 5 * (k - (count - 1) / 2)
-                    line(m - 7j * u, m + 7j * u)
-            elif kind == "arrows":
-                a, b, count, at = px(args[0]), px(args[1]), args[2], args[3]
-                u = _unit(b - a)
-                for k in range(count):
-                    tip = a + (b - a) * at + u * 7 * k
-                    for side in (1, -1):
-                        line(tip, tip - 8 * u * cmath.exp(1j * side * math.radians(35)))
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG", compress_level=6)
-        return buffer.getvalue()
-
-
-def _unit(z: complex) -> complex:
-    return z / abs(z) if abs(z) > 1e-12 else 0j
-
-
+# ---- points ----------------------------------------------------------------------------------------
 def _polar(r: float, degrees: float) -> Point:
     return cmath.rect(r, math.radians(degrees))
 
@@ -244,7 +55,8 @@ def _expression(k: int, c: int) -> str:
 
 
 # ---- the problems ----------------------------------------------------------------------------------
-# A problem maker draws on a Figure and returns (question, answer, givens, facts): the answer in LaTeX,
+
+
 # the givens as a sentence (for ``describe=True``), and ``facts`` for checks: ``{"angle": (V, P, Q)}``
 # says that x is the angle PVQ of the named points, plus the given values by name.
 Made = tuple[str, str, str, dict[str, Any]]
@@ -715,102 +527,3 @@ def make_problem(level: str, seed: int, index: int, image_size: int = IMAGE_SIZE
         "points": dict(fig.points),
         "images": (fig.render(image_size),),
     }
-
-
-class _Problems:
-    """Problem ``i`` of a level, generated (and drawn) on demand."""
-
-    def __init__(self, level: str, seed: int, image_size: int, size: int = 2**31):
-        self.level, self.seed, self.image_size, self.size = level, seed, image_size, size
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        return make_problem(self.level, self.seed, index, self.image_size)
-
-
-# ---- the envs --------------------------------------------------------------------------------------
-class _VisualMath(MathEnv):
-    """Shared by both envs: a ``MultimodalObservation`` prompt; degree signs are read as degrees."""
-
-    image_key = "images"
-
-    def _prompt(self, example: Any) -> MultimodalObservation:
-        images = example[self.image_key]
-        if images is None:
-            images = []
-        elif not isinstance(images, (list, tuple)):
-            images = [images]
-        # Geometry3K marks the figure with an <image> tag: the chat form places the image itself.
-        text = str(example[self.question_key]).replace("<image>", "").strip()
-        return MultimodalObservation(
-            f"{text}\n{self.instruction}".strip(), tuple(png_bytes(im) for im in images)
-        )
-
-    def _grade(self, action: str) -> tuple[float, str, dict[str, Any]]:
-        return super()._grade(action.replace(DEGREE, "^{\\circ}"))
-
-
-class GeometryFiguresEnv(_VisualMath):
-    """Generated geometry problems with one figure each (see the module docstring)."""
-
-    def __init__(
-        self,
-        level: str = "mixed",
-        problem_seed: int = 0,
-        describe: bool = False,
-        image_size: int = IMAGE_SIZE,
-        instruction: str = INSTRUCTION,
-        grade_timeout: float = GRADE_TIMEOUT,
-    ):
-        if level not in LEVELS:
-            raise ValueError(f"level is one of {LEVELS}, got {level!r}")
-        DatasetEnv.__init__(self, _Problems(level, problem_seed, image_size))
-        self.question_key, self.answer_key = "problem", "answer"
-        self.instruction, self.grade_timeout = instruction, grade_timeout
-        self.describe = describe
-
-    def _prompt(self, example: Any) -> MultimodalObservation:
-        obs = super()._prompt(example)
-        if not self.describe:
-            return obs
-        return MultimodalObservation(f"{example['givens']}\n{obs.text}", obs.images)
-
-    def _random_answer(self) -> str:
-        return f"The answer is \\boxed{{{self.action_rng.randint(1, 180)}}}."
-
-
-class VisualMathEnv(_VisualMath):
-    """Math problems with images from a dataset (``math:Geometry3K``): ``image_key`` holds one image
-    or a list (PIL images, ``datasets`` image dicts, encoded bytes or paths)."""
-
-    def __init__(self, *args: Any, image_key: str = "images", **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        if image_key not in self.examples[0]:
-            raise KeyError(f"the examples have no {image_key!r} field (they have {sorted(self.examples[0])})")
-        self.image_key = image_key
-
-
-def _register() -> None:
-    for suffix, level in (("-easy", "easy"), ("-hard", "hard"), ("", "mixed")):
-        register(
-            f"math:GeometryFigures-v0{suffix}",
-            "gem_core.envs.geometry:GeometryFiguresEnv",
-            description=f"generated geometry problems with a figure ({level}); image observations",
-            multi_turn=False,
-            level=level,
-        )
-    register(
-        "math:Geometry3K",
-        "gem_core.envs.geometry:VisualMathEnv",
-        description="axon-rl/geometry3k (train): geometry problems with figures; image observations",
-        multi_turn=False,
-        data_source="hub",
-        dataset_name="axon-rl/geometry3k",
-        split="train",
-        image_key="images",
-    )
-
-
-_register()
