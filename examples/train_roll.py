@@ -16,24 +16,25 @@ id with the ``gem_core/`` prefix. The launch puts this checkout on ``PYTHONPATH`
 ROLL is not on PyPI: clone github.com/alibaba/ROLL, install its requirements for your CUDA (e.g.
 ``requirements_torch280_vllm.txt``) and gem-core with ``pip install -e .`` into the same environment.
 ROLL pins gem-llm 0.0.4; gem_core only needs ``gem.make``/``gem.register``, the same in 0.0.4 and 0.1.0.
-``--model`` takes a Hugging Face id, a local path or ``smollm2`` (the offline copy). ``--dry-run``
-writes the config and prints the command without launching (no GPU, no ROLL needed)::
+``--model`` takes a Hugging Face id, a local path or ``smollm2`` (the offline copy). Every setting is a
+field of ``Args`` below (``--help`` lists them). ``--dry-run`` writes the config and prints the command
+without launching (no GPU, no ROLL needed)::
 
     python examples/train_roll.py --roll-dir ~/ROLL --algorithm rebn --env-id game:Sudoku-v1-easy
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
+from transformers import HfArgumentParser
 
 CONFIGS = Path(__file__).resolve().parent / "roll"
 TAG = "GemCoreGame"  # the custom_envs entry of the YAML files
@@ -41,41 +42,56 @@ TAG = "GemCoreGame"  # the custom_envs entry of the YAML files
 
 @dataclass
 class Args:
-    roll_dir: str = ""  # a checkout of github.com/alibaba/ROLL (not needed with --dry-run)
-    algorithm: str = "rebn"  # rebn | grpo
-    model: str = "Qwen/Qwen2.5-0.5B-Instruct"  # a Hugging Face id, a local path or "smollm2"
-    env_id: str = "game:GuessTheNumber-v1-hard"  # any gem_core id
-    env_kwargs: str = "{}"  # YAML/JSON dict of keyword arguments for the env, e.g. '{max_turns: 5}'
+    # the task
+    roll_dir: str = field(
+        default="",
+        metadata={
+            "help": "A checkout of github.com/alibaba/ROLL (default ./ROLL; not needed with --dry-run)."
+        },
+    )
+    algorithm: Literal["rebn", "grpo"] = field(
+        default="rebn", metadata={"help": "rebn (ROLL's step_reinforce, one sample per turn) or grpo."}
+    )
+    model: str = field(
+        default="Qwen/Qwen2.5-0.5B-Instruct",
+        metadata={"help": "A Hugging Face id, a local path or 'smollm2'."},
+    )
+    env_id: str = field(default="game:GuessTheNumber-v1-hard", metadata={"help": "Any gem_core env id."})
+    env_kwargs: str = field(
+        default="{}",
+        metadata={"help": "YAML/JSON dict of keyword arguments for the env, e.g. '{max_turns: 5}'."},
+    )
     # episodes
-    max_turns: int = 7  # actions per episode (ROLL's max_steps; the game's own limit also applies)
-    max_turn_tokens: int = 256  # new tokens per action
-    sequence_length: int = 4096  # one sample: a turn (rebn) or a whole episode (grpo)
-    # algorithm
-    gamma: float = 0.9  # discount of per-turn rewards (rebn: step_reward_gamma)
-    episodes_per_step: int = 64  # rollout_batch_size
-    group_size: int = 8  # grpo: episodes per group sharing env config and seed (rebn uses 1)
+    max_turns: int = field(
+        default=7,
+        metadata={"help": "Actions per episode (ROLL's max_steps; the game's own limit also applies)."},
+    )
+    max_turn_tokens: int = field(default=256, metadata={"help": "New tokens per action."})
+    sequence_length: int = field(
+        default=4096, metadata={"help": "One sample: a turn (rebn) or a whole episode (grpo)."}
+    )
+    # the algorithm
+    gamma: float = field(
+        default=0.9, metadata={"help": "Discount of per-turn rewards (rebn: step_reward_gamma)."}
+    )
+    episodes_per_step: int = field(default=64, metadata={"help": "rollout_batch_size."})
+    group_size: int = field(
+        default=8, metadata={"help": "grpo: episodes per group sharing env config and seed (rebn uses 1)."}
+    )
     learning_rate: float = 1e-6
-    total_steps: int = 200  # ROLL's max_steps of the pipeline
-    # machine
-    gpu_memory_utilization: float = 0.6
+    total_steps: int = field(default=200, metadata={"help": "ROLL's max_steps of the pipeline."})
+    # the machine and the output
+    gpu_memory_utilization: float = field(default=0.6, metadata={"help": "vLLM's share of the GPU."})
     output_dir: str = "runs/roll_gem"
-    dry_run: bool = False
+    dry_run: bool = field(
+        default=False, metadata={"help": "Write the config and print the command without launching."}
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    """``--field-name value`` for every field of ``Args``."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    for f in dataclasses.fields(Args):
-        flag, value = "--" + f.name.replace("_", "-"), f.default
-        if isinstance(value, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=value)
-        else:
-            parser.add_argument(flag, type=type(value), default=value)
-    args = Args(**vars(parser.parse_args(argv)))
-    if args.algorithm not in ("rebn", "grpo"):
-        parser.error(f"--algorithm is rebn or grpo, not {args.algorithm!r}")
+    """The flags of ``Args`` (``--help`` lists them)."""
+    parser = HfArgumentParser(Args, description=__doc__.split("\n\n")[0])
+    (args,) = parser.parse_args_into_dataclasses(argv)
     return args
 
 
