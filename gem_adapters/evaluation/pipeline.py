@@ -1,0 +1,81 @@
+"""The whole evaluation: resolve the ids, load the agent, play, measure, write the report."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gem_adapters.evaluation.agents import Agent, has_solver, load_agent
+from gem_adapters.evaluation.config import EvalConfig, EvalResult
+from gem_adapters.evaluation.episodes import run_episodes
+from gem_adapters.evaluation.errors import EvalError, one_line
+from gem_adapters.evaluation.metrics import compute_metrics
+from gem_adapters.evaluation.report import write_report
+from gem_core import list_envs, make, spec
+from gem_core.registry import EnvNotFoundError
+
+
+def resolve_env_ids(names: Sequence[str]) -> list[str]:
+    """Registered ids for ``names`` (ids or globs such as ``game:*-easy``), in order, without repeats."""
+    ids: list[str] = []
+    for name in names:
+        name = name.strip()
+        if not name:
+            continue
+        if any(c in name for c in "*?["):
+            matched = list_envs(name)
+            if not matched:
+                raise EvalError(f"no registered env matches {name!r} (see `gem list`)")
+        else:
+            try:
+                matched = [spec(name).id]
+            except EnvNotFoundError as exc:
+                raise EvalError(str(exc)) from None
+        ids.extend(i for i in matched if i not in ids)
+    if not ids:
+        raise EvalError("no env given")
+    return ids
+
+
+def evaluate(
+    model: str,
+    config: EvalConfig,
+    out_dir: str | Path | None = None,
+    *,
+    progress: bool = True,
+    command: str | None = None,
+    agent: Agent | None = None,
+    **agent_kwargs: Any,
+) -> EvalResult:
+    """Load the agent, play every job, compute metrics and (with ``out_dir``) write the outputs."""
+    env_ids = resolve_env_ids(config.env_ids)  # before loading a model: a typo fails fast
+    for env_id in env_ids:
+        check_env_builds(env_id)
+    agent = agent or load_agent(model, config, **agent_kwargs)
+    if agent.name == "solver":
+        for env_id in env_ids:
+            with make(env_id) as env:
+                env.reset(seed=config.seed)
+                if not has_solver(env):
+                    raise EvalError(f"{env_id} has no scripted solver (solvers exist for the games)")
+    started = time.perf_counter()
+    episodes = run_episodes(agent, dataclasses.replace(config, env_ids=env_ids), env_ids, progress=progress)
+    metrics = {
+        "model": model,
+        "config": {**dataclasses.asdict(config), "env_ids": env_ids},
+        **compute_metrics(episodes, config.k, agent.uses_tokens),
+    }
+    result = EvalResult(model, config, episodes, metrics, time.perf_counter() - started)
+    if out_dir is not None:
+        result.files = write_report(result, Path(out_dir), command=command)
+    return result
+
+
+def check_env_builds(env_id: str) -> None:
+    try:
+        make(env_id).close()
+    except Exception as exc:  # e.g. a hub-data env without its optional dependency
+        raise EvalError(f"cannot build {env_id}: {one_line(exc)}") from None
