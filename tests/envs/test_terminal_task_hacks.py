@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 import gem_core
+from gem_core.envs.terminal import generator
 from gem_core.envs.terminal.env import TerminalEnv
-from gem_core.envs.terminal.tasks import load_tasks
+from gem_core.envs.terminal.generator.guards import mark_guards
+from gem_core.envs.terminal.tasks import TASKS_FILE, load_tasks
 
 pytestmark = pytest.mark.timeout(300)
 
 TASKS = load_tasks()
-GENERATOR = Path(gem_core.__file__).parent / "data" / "terminal" / "generate.py"
 
 
 def bash(command: str) -> str:
@@ -84,15 +85,20 @@ def test_guards_earn_nothing_alone(env):
     ]
 
 
-def test_tasks_json_is_what_the_generator_makes(tmp_path, monkeypatch):
-    """The shipped tasks (with their guards) are the generator's output: regenerate after a change."""
-    import importlib.util
+def test_tasks_json_is_what_the_generator_makes(tmp_path):
+    """The shipped tasks (with their guards) are the generator's output, byte for byte: run
+    ``python -m gem_core.envs.terminal.generator`` after a change."""
+    written = tmp_path / "tasks.json"
+    generator.write(written)
+    assert written.read_bytes() == TASKS_FILE.read_bytes()
+    assert json.loads(written.read_text(encoding="utf-8")) == TASKS
 
-    spec = importlib.util.spec_from_file_location("terminal_generate", GENERATOR)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    tasks = module.build(module.random.Random(20241121))
-    for task in tasks:
-        module.mark_guards(task)
-    shipped = json.loads((GENERATOR.parent / "tasks.json").read_text(encoding="utf-8"))
-    assert tasks == shipped
+
+def test_a_task_that_pays_without_being_done_is_refused():
+    task = {
+        "name": "Nothing",
+        "files": {"a.txt": "x\n"},
+        "checks": [{"type": "file_exists", "path": "a.txt"}, {"type": "file_absent", "path": "b.txt"}],
+    }
+    with pytest.raises(ValueError, match="task Nothing: every check passes without doing the task"):
+        mark_guards(task)

@@ -1,8 +1,8 @@
 """Terminal tasks and their checks: what must hold in the workspace when the agent says it is done.
 
-Tasks ship in ``gem_core/data/terminal/tasks.json`` (made by ``generate.py`` beside it). Each has an
-``instruction``, the ``files`` written into the empty workspace, weighted ``checks`` and a reference
-``solution`` (shell commands). Check types (paths are relative to the workspace):
+Tasks ship in ``gem_core/data/terminal/tasks.json``, made offline by ``gem_core.envs.terminal.generator``
+(``python -m gem_core.envs.terminal.generator``). Each has an ``instruction``, the ``files`` written into
+the empty workspace, weighted ``checks`` and a reference ``solution`` (shell commands). Check types (paths are relative to the workspace):
 
 | type          | fields                                       | passes when                                       |
 |---------------|----------------------------------------------|---------------------------------------------------|
@@ -16,7 +16,7 @@ Tasks ship in ``gem_core/data/terminal/tasks.json`` (made by ``generate.py`` bes
 | python        | code                                         | the code runs without an exception (``assert``)   |
 
 Every check has a ``weight`` (default 1); the score is the weighted fraction of checks that pass,
-except that *guards* earn nothing on their own. A guard (``"guard": true``, marked by ``generate.py``)
+except that *guards* earn nothing on their own. A guard (``"guard": true``, marked by the generator)
 is a check that a degenerate workspace already passes: the untouched one (the agent did nothing), an
 emptied one (``rm -rf ./* .[!.]*``) or one with every input truncated; e.g. "part1.txt is gone" in a
 task that asks to merge the parts and delete them. Guards say what must be kept or cleaned up, not
