@@ -25,21 +25,31 @@ random 2-layer Llama over SmolLM2's vocabulary, for tests) or a Hugging Face id/
 needs a chat template that renders tool calls: SmolLM2's does not, so for ``smollm2``/``tiny`` the
 script uses TRL's bundled Qwen2.5 template (ChatML, the same turn markers SmolLM2 was trained on). A
 real run wants a tool-calling model (e.g. ``--model Qwen/Qwen3-0.6B`` on a GPU).
+
+Every setting is a field of ``Args`` below (``--help`` lists them). Each optimizer step prints one line
+and adds a row to ``<output_dir>/metrics.csv``; ``learning_curve.png`` is drawn at the end
+(``gem_adapters.run_log``).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import functools
+import math
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
-os.environ.setdefault(
-    "TRL_EXPERIMENTAL_SILENCE", "1"
-)  # environment_factory and rollout_func are experimental
+from transformers import HfArgumentParser, PrinterCallback, TrainerCallback
+
+from gem_adapters.run_log import RunLog
+
+# environment_factory and rollout_func are experimental in TRL
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 INSTRUCTIONS = (
@@ -48,24 +58,108 @@ INSTRUCTIONS = (
 )
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--path", choices=["trl", "gem"], default="trl", help="TRL's environment_factory or ours")
-    p.add_argument(
-        "--env-id", default="game:GuessTheNumber-v1-easy", help="served when --env-url is not given"
+@dataclass
+class Args:
+    path: Literal["trl", "gem"] = field(
+        default="trl", metadata={"help": "TRL's environment_factory (trl) or our rollout_func (gem)."}
     )
-    p.add_argument("--env-url", default=None, help="a running OpenEnv server (default: start gem serve)")
-    p.add_argument("--model", default="smollm2", help="smollm2 | tiny | a Hugging Face id or path")
-    p.add_argument("--max-steps", type=int, default=10, help="optimizer steps")
-    p.add_argument("--num-generations", type=int, default=4, help="rollouts per prompt (GRPO group)")
-    p.add_argument("--batch-size", type=int, default=8, help="rollouts per step")
-    p.add_argument("--max-completion-length", type=int, default=256, help="tokens per episode (TRL path)")
-    p.add_argument("--max-turn-tokens", type=int, default=16, help="tokens per turn (gem path)")
-    p.add_argument("--learning-rate", type=float, default=5e-5)
-    p.add_argument("--num-tasks", type=int, default=64, help="seeds in the dataset")
-    p.add_argument("--output-dir", default="outputs/train_trl_openenv")
-    p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    # the env
+    env_id: str = field(
+        default="game:GuessTheNumber-v1-easy", metadata={"help": "Served when --env-url is not given."}
+    )
+    env_url: str | None = field(
+        default=None, metadata={"help": "A running OpenEnv server (default: start gem serve ENV_ID)."}
+    )
+    num_tasks: int = field(default=64, metadata={"help": "Seeds in the dataset."})
+    # the model
+    model: str = field(default="smollm2", metadata={"help": "smollm2 | tiny | a Hugging Face id or path."})
+    # the algorithm
+    max_steps: int = field(default=10, metadata={"help": "Optimizer steps."})
+    num_generations: int = field(default=4, metadata={"help": "Rollouts per prompt (a GRPO group)."})
+    batch_size: int = field(default=8, metadata={"help": "Rollouts per step."})
+    max_completion_length: int = field(default=256, metadata={"help": "Tokens per episode (TRL path)."})
+    max_turn_tokens: int = field(default=16, metadata={"help": "Tokens per turn (gem path)."})
+    learning_rate: float = 5e-5
+    # the output
+    output_dir: str = field(
+        default="outputs/train_trl_openenv",
+        metadata={"help": "Receives metrics.csv (one row per step) and learning_curve.png."},
+    )
+    seed: int = 0
+
+
+COLUMNS = ["split", "step", "wall_s", "reward", "loss", "grad_norm", "entropy"]
+PROGRESS = {
+    "split": "{:<5}",
+    "step": "step {:4d}",
+    "reward": "reward {:+.3f}",
+    "loss": "loss {:+.4f}",
+    "grad_norm": "grad norm {:.3f}",
+}
+
+
+def main(argv: list[str] | None = None):
+    import trl
+    from datasets import Dataset
+
+    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
+
+    (args,) = HfArgumentParser(Args, description=__doc__.split("\n\n")[0]).parse_args_into_dataclasses(argv)
+    model, tokenizer = load_model_and_tokenizer(args.model)
+    settings = {  # the GRPO settings both paths share
+        "output_dir": args.output_dir,
+        "per_device_train_batch_size": args.batch_size,
+        "num_generations": args.num_generations,
+        "max_steps": args.max_steps,
+        "learning_rate": args.learning_rate,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": [],
+        "gradient_checkpointing": False,
+        "seed": args.seed,
+        "disable_tqdm": True,
+    }
+    with contextlib.ExitStack() as stack:
+        if args.env_url:
+            url = args.env_url.rstrip("/")
+        else:
+            url = stack.enter_context(gem_server(args.env_id, max_sessions=max(64, 2 * args.batch_size)))
+        if args.path == "trl":
+            if args.model in ("smollm2", "tiny"):
+                # TRL's bundled Qwen2.5 template renders tool calls (SmolLM2's does not); both are ChatML.
+                template = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
+                tokenizer.chat_template = template.read_text()
+            dataset = Dataset.from_dict(
+                {
+                    "prompt": [[{"role": "user", "content": INSTRUCTIONS}]] * args.num_tasks,
+                    "seed": list(range(args.seed, args.seed + args.num_tasks)),
+                }
+            )
+            trainer = trl.GRPOTrainer(
+                model=model,
+                processing_class=tokenizer,
+                args=trl.GRPOConfig(**settings, max_completion_length=args.max_completion_length, bf16=False),
+                train_dataset=dataset,
+                environment_factory=functools.partial(GemGame, url),  # one instance per rollout
+            )
+        else:
+            trainer = GEMGRPOTrainer(
+                model=model,
+                args=GEMGRPOConfig(**settings, max_turn_tokens=args.max_turn_tokens),
+                train_dataset=tasks_dataset(
+                    f"openenv:{url}", args.num_tasks, first_seed=args.seed, images=False
+                ),
+                processing_class=tokenizer,
+            )
+        trainer.remove_callback(PrinterCallback)  # our log line replaces the raw dicts
+        with RunLog(args.output_dir, COLUMNS) as log:
+            trainer.add_callback(LogSteps(log))
+            trainer.train()
+    log.plot(
+        ["reward", "loss"], title=f"{args.model} on {args.env_url or args.env_id}: GRPO, {args.path} path"
+    )
+    log.summarize({"reward": "+.3f", "loss": "+.4f"})
+    return trainer
 
 
 # ---- the server -----------------------------------------------------------------------------------
@@ -90,129 +184,67 @@ def gem_server(env_id: str, max_sessions: int) -> Iterator[str]:
 
 
 # ---- TRL's environment_factory path ---------------------------------------------------------------
-def make_environment_class(url: str) -> type:
-    """The class TRL instantiates once per rollout: an openenv-core client session on ``url`` with
-    one tool, ``play``, and the episode's reward in ``get_reward`` (TRL's contract, see its OpenEnv
-    guide)."""
-    from openenv.core.generic_client import GenericEnvClient
+class GemGame:
+    """What TRL builds once per rollout (``functools.partial(GemGame, url)`` is the factory): an
+    openenv-core client session on ``url`` with one tool, ``play``, and the episode's reward in
+    ``get_reward`` (TRL's contract, see its OpenEnv guide)."""
 
-    class GemGame:
-        def __init__(self):
-            self.client = GenericEnvClient(base_url=url).sync()
-            self.client.connect()
-            self.reward = 0.0
-            self.done = False
+    def __init__(self, url: str):
+        from openenv.core.generic_client import GenericEnvClient
 
-        def reset(self, **kwargs) -> str:
-            """A new episode; ``kwargs`` are the dataset row (its ``seed`` column picks the episode)."""
-            result = self.client.reset(seed=int(kwargs["seed"]))
-            self.reward, self.done = 0.0, False
-            return result.observation["text"]
+        self.client = GenericEnvClient(base_url=url).sync()
+        self.client.connect()
+        self.reward = 0.0
+        self.done = False
 
-        def play(self, move: str) -> str:
-            r"""
-            Make one move in the game.
+    def reset(self, **kwargs) -> str:
+        """A new episode; ``kwargs`` are the dataset row (its ``seed`` column picks the episode)."""
+        result = self.client.reset(seed=int(kwargs["seed"]))
+        self.reward, self.done = 0.0, False
+        return result.observation["text"]
 
-            Args:
-                move: The move, written the way the game's rules ask (for example \boxed{5}).
+    def play(self, move: str) -> str:
+        r"""
+        Make one move in the game.
 
-            Returns:
-                The game's reply to the move.
-            """
-            if self.done:
-                raise ValueError("Game over.")
-            result = self.client.step({"action": move})
-            self.reward += float(result.reward or 0.0)
-            self.done = bool(result.done)
-            return result.observation["text"]
+        Args:
+            move: The move, written the way the game's rules ask (for example \boxed{5}).
 
-        def get_reward(self) -> float:
-            return self.reward
+        Returns:
+            The game's reply to the move.
+        """
+        if self.done:
+            raise ValueError("Game over.")
+        result = self.client.step({"action": move})
+        self.reward += float(result.reward or 0.0)
+        self.done = bool(result.done)
+        return result.observation["text"]
 
-    return GemGame
+    def get_reward(self) -> float:
+        return self.reward
 
 
+# ---- the model and the log ------------------------------------------------------------------------
 def load_model_and_tokenizer(name: str):
-    import trl
-
     from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
 
     tokenizer = load_tokenizer("smollm2" if name in ("smollm2", "tiny") else name)
-    model = (
-        tiny_causal_lm(tokenizer, seed=0)
-        if name == "tiny"
-        else load_model("smollm2" if name == "smollm2" else name)
-    )
-    return model, tokenizer, Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
+    model = tiny_causal_lm(tokenizer, seed=0) if name == "tiny" else load_model(name)
+    return model, tokenizer
 
 
-def trainer_settings(args: argparse.Namespace) -> dict:
-    """The GRPO settings both paths share."""
-    return {
-        "output_dir": args.output_dir,
-        "per_device_train_batch_size": args.batch_size,
-        "num_generations": args.num_generations,
-        "max_steps": args.max_steps,
-        "learning_rate": args.learning_rate,
-        "logging_steps": 1,
-        "save_strategy": "no",
-        "report_to": [],
-        "gradient_checkpointing": False,
-        "seed": args.seed,
-        "disable_tqdm": True,
-    }
+class LogSteps(TrainerCallback):
+    """Each logged optimizer step: one row of metrics.csv and one console line."""
 
+    def __init__(self, log: RunLog):
+        self.log = log
 
-def train_trl(args: argparse.Namespace, url: str):
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    model, tokenizer, tool_template = load_model_and_tokenizer(args.model)
-    if args.model in ("smollm2", "tiny"):
-        tokenizer.chat_template = tool_template.read_text()  # renders tool calls; ChatML like SmolLM2's
-    dataset = Dataset.from_dict(
-        {
-            "prompt": [[{"role": "user", "content": INSTRUCTIONS}]] * args.num_tasks,
-            "seed": list(range(args.seed, args.seed + args.num_tasks)),
-        }
-    )
-    config = GRPOConfig(
-        **trainer_settings(args), max_completion_length=args.max_completion_length, bf16=False
-    )
-    trainer = GRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        args=config,
-        train_dataset=dataset,
-        environment_factory=make_environment_class(url),
-    )
-    trainer.train()
-    return trainer
-
-
-# ---- our rollout_func path ------------------------------------------------------------------------
-def train_gem(args: argparse.Namespace, url: str):
-    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
-
-    model, tokenizer, _ = load_model_and_tokenizer(args.model)
-    config = GEMGRPOConfig(**trainer_settings(args), max_turn_tokens=args.max_turn_tokens)
-    trainer = GEMGRPOTrainer(
-        model=model,
-        args=config,
-        train_dataset=tasks_dataset(f"openenv:{url}", args.num_tasks, first_seed=args.seed, images=False),
-        processing_class=tokenizer,
-    )
-    trainer.train()
-    return trainer
-
-
-def main(argv: list[str] | None = None):
-    args = parse_args(argv)
-    train = train_trl if args.path == "trl" else train_gem
-    if args.env_url:
-        return train(args, args.env_url.rstrip("/"))
-    with gem_server(args.env_id, max_sessions=max(64, 2 * args.batch_size)) as url:
-        return train(args, url)
+    def on_log(self, _args, state, _control, logs=None, **_):
+        if not logs or "loss" not in logs:  # the end-of-training summary has train_loss instead
+            return
+        row = {"split": "train", "step": state.global_step}
+        row.update({k: logs.get(k, math.nan) for k in ("reward", "loss", "grad_norm", "entropy")})
+        self.log.print_row(self.log.record(row), PROGRESS)
 
 
 if __name__ == "__main__":

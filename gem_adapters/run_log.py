@@ -19,6 +19,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
 class RunLog:
     """``output_dir/metrics.csv`` with the given ``columns``, written and flushed row by row.
 
@@ -67,7 +71,13 @@ class RunLog:
         self._file.flush()
         return row
 
-    def print_row(self, row: dict, formats: dict[str, str], *, write: Callable[[str], object] = print) -> str:
+    def print_row(
+        self,
+        row: dict,
+        formats: dict[str, str],
+        *,
+        write: Callable[[str], object] = _print,
+    ) -> str:
         """One console line: ``formats`` maps a column to a ``str.format`` template of its value (e.g.
         ``{"return": "return {:+.3f}"}``), in order; columns the row lacks are left out. Parts are joined
         by " | " and passed to ``write`` (``print``, or a progress bar's ``write``); returns the line."""
@@ -125,7 +135,12 @@ class RunLog:
         plt.close(fig)
         return path
 
-    def summarize(self, formats: dict[str, str], *, write: Callable[[str], object] = print) -> list[str]:
+    def summarize(
+        self,
+        formats: dict[str, str],
+        *,
+        write: Callable[[str], object] = _print,
+    ) -> list[str]:
         """For every split with two rows or more: each column of ``formats`` (column -> format spec, e.g.
         ``{"return": "+.3f"}``) at the split's first and last row; then the wall time. Each line is passed
         to ``write``; returns the lines."""

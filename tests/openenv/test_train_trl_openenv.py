@@ -3,8 +3,10 @@ one GRPO step of a tiny random Llama against a real ``gem serve`` started by the
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import math
+import sys
 
 import pytest
 
@@ -24,13 +26,14 @@ def example():
         "train_trl_openenv", support.REPO / "examples/train_trl_openenv.py"
     )
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
 
 
 def test_the_environment_class_plays_gem_serve_episodes(example):
     with example.gem_server(GUESS, max_sessions=4) as url:
-        game = example.make_environment_class(url)()
+        game = example.GemGame(url)
         local = gem_core.make(GUESS)
         assert game.reset(seed=3, prompt=[]) == local.reset(seed=3)[0]
         total = 0.0
@@ -64,6 +67,11 @@ def test_one_training_step_against_gem_serve(example, tmp_path, path):
     trainer = example.main([*argv, "--output-dir", str(tmp_path)])
     logs = trainer.state.log_history
     assert trainer.state.global_step == 1 and math.isfinite(logs[-1]["train_loss"])
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        (row,) = csv.DictReader(f)  # one row per optimizer step
+    assert (row["split"], row["step"]) == ("train", "1")
+    assert float(row["loss"]) == pytest.approx(logs[0]["loss"], abs=1e-4)
+    assert (tmp_path / "learning_curve.png").stat().st_size > 0
     if path == "trl":  # the env's get_reward is the reward TRL logged
         assert "rewards/GemGame/mean" in logs[0]
     else:  # our path ran full episodes through openenv: sessions
