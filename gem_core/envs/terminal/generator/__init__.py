@@ -42,7 +42,7 @@ def build(rng: random.Random) -> list[dict[str, Any]]:
         text.extract_errors(rng),
         text.edit_config(),
     ]
-    sales = data.sales(rng)
+    sales = data.draw_sales(rng)
     return [
         *tasks,
         data.sum_column(sales),

@@ -9,7 +9,7 @@ from typing import Any
 from gem_core.envs.terminal.generator.parts import FIRST_NAMES, WORDS, lines, task
 
 
-def sales(rng: random.Random) -> list[tuple[str, str, int]]:
+def draw_sales(rng: random.Random) -> list[tuple[str, str, int]]:
     """The rows (region, product, amount) of the sales.csv that SumColumn and GroupBySum share."""
     regions = ["north", "south", "east", "west"]
     return [(rng.choice(regions), rng.choice(WORDS), rng.randint(5, 500)) for _ in range(30)]
