@@ -2,7 +2,8 @@
 
 Registered as ``terminal:<Task>-v0`` for each task of ``gem_core/data/terminal/tasks.json`` and
 ``terminal:Mixed-v0`` (a task drawn per episode). ``backend.TerminalBackend`` is the seam for other
-isolation (a container backend); ``tasks`` holds the check types and the grader.
+isolation (a container backend); ``tasks`` holds the check types and the grader; ``generator`` makes
+the shipped tasks (offline).
 """
 
 from __future__ import annotations
