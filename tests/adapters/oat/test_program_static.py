@@ -220,7 +220,7 @@ def test_calls_into_oat_name_real_parameters():
         params = parameters(function)
         assert num_args <= len(params) and set(keywords) <= set(params), name
         checked.add(name)
-    assert checked == {"get_default_args", "get_program"}
+    assert checked == {"get_program"}
     program_names = set(classes(parse(PROGRAM))) | {
         n.name for n in parse(PROGRAM).body if isinstance(n, ast.FunctionDef)
     }
