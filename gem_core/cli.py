@@ -5,6 +5,9 @@
     gem eval --model M --env ID[,ID...]   fixed-seed evaluation with a report (see gem_adapters.evaluation)
     gem serve ENV_ID [--port N]           serve an env over the OpenEnv protocol (see gem_core.openenv)
 
+``gem list`` shows the envs of installed plugins too (the ``gem_core.envs`` entry point group, see
+``gem_core.registry``).
+
 ``list``, ``play`` and ``serve`` are gem_core's (``serve`` imports openenv-core: ``pip install
 'gem-core[openenv]'``). Other packages add commands through the ``gem_core.cli`` entry point group:
 each entry is a function ``add_command(subparsers)`` that adds its parser with ``set_defaults(func=...)``

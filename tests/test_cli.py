@@ -140,6 +140,33 @@ def test_eval_rerun_is_identical_for_random(tmp_path):
     assert (outs[0] / "trajectories.jsonl").read_text() == (outs[1] / "trajectories.jsonl").read_text()
 
 
+def test_eval_solver_plays_the_drawn_game_and_refuses_an_env_without_a_solver(tmp_path, capsys):
+    out, drawn = tmp_path / "drawn", "game:TowerOfHanoi-v1-random"  # easy or hard, drawn per episode
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                "solver",
+                "--env",
+                drawn,
+                "--episodes",
+                "4",
+                "--no-progress",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert metrics_of(out)["envs"][drawn]["success_rate"] == 1.0
+    reference = "game:GuessTheNumber-v0-easy"  # the reference GEM's game: no solver
+    args = ["eval", "--model", "solver", "--env", reference, "--no-progress", "--out", str(tmp_path / "ref")]
+    assert main(args) == 2
+    assert f"gem: error: {reference} has no scripted solver" in capsys.readouterr().err
+    assert not (tmp_path / "ref").exists()
+
+
 def test_eval_with_python_tool_wraps_the_env(tmp_path):
     out = tmp_path / "tools"
     args = ["eval", "--model", "solver", "--env", GUESS, "--episodes", "2", "--tools", "python"]
