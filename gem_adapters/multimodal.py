@@ -2,7 +2,7 @@
 
 The path of an image (``gem_core.observation.MultimodalObservation``, e.g. ``math:GeometryFigures-v0``):
 
-1. ``ChatRenderer(processor)`` (``gem_adapters.trajectory``) renders the observation with the
+1. ``ChatRenderer(processor)`` (``gem_adapters.chat_renderer``) renders the observation with the
    processor's chat template and expands its image placeholder into the model's image tokens, so the
    episode's ids are exactly what the model and a trainer's processor see. ``builder.context()``
    returns those ids with the images attached (``PromptIds.images``).
@@ -35,10 +35,10 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from gem_adapters.episode import Episode, observation_images
 from gem_adapters.models import tiny_llama_config
 from gem_adapters.policies.base import Generation, Policy, SamplingParams
 from gem_adapters.policies.transformers_policy import sample
-from gem_adapters.trajectory import Episode
 
 # ChatML (SmolLM2's turn format) that also renders content lists, an image entry as <image>.
 IMAGE_CHAT_TEMPLATE = (
@@ -69,7 +69,7 @@ def images_only_in_first_prompt(episode: Episode) -> bool:
     """True when every image of the episode is in its first observation (what TRL's ``rollout_func``
     path can train on)."""
     return len(episode.images()) == len(
-        _observation_images(episode.turns[0].observation) if episode.turns else ()
+        observation_images(episode.turns[0].observation) if episode.turns else ()
     )
 
 
@@ -79,7 +79,7 @@ def first_observation_images(env_id: str, seed: int, **env_kwargs: Any) -> list[
 
     with gem_core.make(env_id, **env_kwargs) as env:
         obs, _ = env.reset(seed=seed)
-    return decode_images(_observation_images(obs))
+    return decode_images(observation_images(obs))
 
 
 def vision_inputs(
@@ -236,7 +236,3 @@ def tiny_llava(tokenizer: Any, seed: int = 0, image_size: int = 32, patch_size: 
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     return model, processor
-
-
-def _observation_images(observation: Any) -> tuple[bytes, ...]:
-    return tuple(getattr(observation, "images", ()) or ())

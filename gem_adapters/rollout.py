@@ -13,26 +13,15 @@ loops, OpenRLHF's agent executors); each env of ``arollout`` is played by it too
 share one turn step (``_Player``): the next action's token budget, the action, the env's answer,
 the stop; a framework adapter adds only its engine call and its output format.
 
-Limits:
-  ``max_turns``            actions per episode; an episode stopped here has its last turn flagged
-                           truncated and ``episode.info["stopped_by"] = "max_turns"``.
-  ``max_new_tokens``       per turn (None: no cap of its own, only the two budgets below).
-  ``max_context_tokens``   the whole sequence (``episode.to_sequence()``, end-of-turn ids included).
-  ``max_response_tokens``  every id after the first prompt (env and template ids and the closing
-                           end-of-turn ids included): the response budget of verl
-                           (``rollout.response_length``) and OpenRLHF.
-  A turn generates at most what still fits every budget, keeping room for the end-of-turn ids that
-  close a cut-off action; when not one token fits, the episode ends with ``info["stopped_by"] =
-  "max_context_tokens"`` (for either budget). A backend that returns more ids than asked for is cut
-  to the budget (``finish_reason="length"``); one that returns no id at all ends the episode with
-  ``info["stopped_by"] = "empty_generation"``.
+Limits: a ``RolloutLimits`` (``gem_adapters.rollout_limits``) as ``limits=``, or its four fields
+(``max_turns``, ``max_new_tokens``, ``max_context_tokens``, ``max_response_tokens``) as keywords.
 
 Envs come as a vector env (``gem_core.make_vec(..., autoreset_mode="disabled")`` is the natural fit;
 finished envs are never stepped again, so ``next_step`` works too), or as env ids, from which a vector
 env is built and closed here. ``aplay_episode`` takes one env: a gem_core env (its ``reset`` and
 ``step`` run in a worker thread, so concurrent episodes overlap) or any object with coroutine
 ``reset(seed=...)`` and ``step(action)`` of the same results (e.g. an adapter around a framework's
-own env object). Chat history is the renderer's job (``gem_adapters.trajectory``): envs need no
+own env object). Chat history is the renderer's job (``gem_adapters.chat_renderer``): envs need no
 history wrapper.
 
 Seeds: ``seeds=s`` gives env ``i`` the seed ``s + i``; a list gives one per env. Repeat a seed to put
@@ -61,8 +50,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode import Episode, as_observation
+from gem_adapters.episode_builder import EpisodeBuilder
 from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingParams, as_policy, stream_seed
-from gem_adapters.trajectory import ChatRenderer, Episode, EpisodeBuilder, as_observation
+from gem_adapters.rollout_limits import RolloutLimits
 
 Generate = Callable[[list[int], SamplingParams], Awaitable[Generation]]
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
@@ -75,27 +67,24 @@ def rollout(
     *,
     seeds: int | Sequence[int | None] | None = None,
     num_envs: int | None = None,
-    max_turns: int | None = None,
-    max_new_tokens: int | None = 256,
-    max_context_tokens: int | None = None,
-    max_response_tokens: int | None = None,
+    limits: RolloutLimits | None = None,
     sampling: SamplingParams | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    **limit_keywords: Any,
 ) -> list[Episode]:
     """Play one episode in every env; returns the episodes in env order.
 
     ``envs``: a gem_core vector env, an env id (``num_envs`` copies) or a list of env ids.
+    ``limits``: a ``RolloutLimits``, or its fields as keywords (``max_new_tokens=256`` by default).
     ``sampling`` sets temperature/top-p/top-k/seed; its stop tokens default to the renderer's (its
     ``max_new_tokens`` is replaced by each turn's budget).
     """
-    limits = _Limits.make(
-        renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
-    )
+    turn = _TurnSettings.make(renderer, RolloutLimits.of(limits, limit_keywords), sampling)
     policy = as_policy(policy)
-    engine, base = _engine_of(policy), _base_seed(policy, limits)
+    engine, base = _engine_of(policy), _base_seed(policy, turn)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
         observations, _ = vec.reset(seed=_seed_list(seeds, vec.num_envs))
-        players = _start_players(vec, observations, renderer, limits)
+        players = _start_players(vec, observations, renderer, turn)
         if engine is not None:
             _play_continuously(vec, players, engine, base or 0)
             return [player.episode for player in players]  # type: ignore[misc]
@@ -183,22 +172,18 @@ async def arollout(
     *,
     seeds: int | Sequence[int | None] | None = None,
     num_envs: int | None = None,
-    max_turns: int | None = None,
-    max_new_tokens: int | None = 256,
-    max_context_tokens: int | None = None,
-    max_response_tokens: int | None = None,
+    limits: RolloutLimits | None = None,
     sampling: SamplingParams | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    **limit_keywords: Any,
 ) -> list[Episode]:
     """``rollout`` for asyncio: each env plays as its own coroutine (see the module docstring)."""
-    limits = _Limits.make(
-        renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
-    )
+    turn = _TurnSettings.make(renderer, RolloutLimits.of(limits, limit_keywords), sampling)
     policy = as_policy(policy)
-    engine, base = _engine_of(policy), _base_seed(policy, limits)
+    engine, base = _engine_of(policy), _base_seed(policy, turn)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
         observations, _ = await asyncio.to_thread(vec.reset, seed=_seed_list(seeds, vec.num_envs))
-        players = _start_players(vec, observations, renderer, limits)
+        players = _start_players(vec, observations, renderer, turn)
         stepper = Coalescer(lambda _, items: _step_subset(vec, items))
 
         def generate_of(i: int) -> tuple[Generate, Callable[[list[int]], None]]:
@@ -245,12 +230,10 @@ async def aplay_episode(
     *,
     seed: int | None = None,
     env_id: str | None = None,
-    max_turns: int | None = None,
-    max_new_tokens: int | None = 256,
-    max_context_tokens: int | None = None,
-    max_response_tokens: int | None = None,
+    limits: RolloutLimits | None = None,
     sampling: SamplingParams | None = None,
     release: Callable[[list[int]], Any] | None = None,
+    **limit_keywords: Any,
 ) -> Episode:
     """Reset ``env`` with ``seed`` and play one episode, awaiting ``generate(prompt_ids, params)`` for
     every action: ``prompt_ids`` is the context to continue (a copy; a ``PromptIds``, whose
@@ -259,16 +242,15 @@ async def aplay_episode(
     ``env_id`` defaults to ``env.spec.id`` and the episode's seed to the env's own after the reset.
     ``release(prompt_ids)`` (default: ``generate.release`` if it has one, e.g. ``policy.release``
     of a ``TransformersPolicy`` to drop its key/value cache) is called with the last prompt when the
-    episode ends. The limits and ``stopped_by`` labels are those of ``rollout`` (module docstring)."""
-    limits = _Limits.make(
-        renderer, max_turns, max_new_tokens, max_context_tokens, max_response_tokens, sampling
-    )
+    episode ends. ``limits`` (or its fields as keywords) and the ``stopped_by`` labels are those of
+    ``rollout`` (see ``gem_adapters.rollout_limits``)."""
+    turn = _TurnSettings.make(renderer, RolloutLimits.of(limits, limit_keywords), sampling)
     observation, _ = await _call(env.reset, seed=seed)
     if env_id is None:
         env_id = getattr(getattr(env, "spec", None), "id", None)
     if seed is None and isinstance(getattr(env, "seed", None), int):
         seed = env.seed
-    player = _Player(renderer.start(as_observation(observation), env_id=env_id, seed=seed), limits)
+    player = _Player(renderer.start(as_observation(observation), env_id=env_id, seed=seed), turn)
     if release is None:
         release = getattr(generate, "release", None)
     return await _play(player, generate, release, lambda action: _call(env.step, action))
@@ -276,46 +258,26 @@ async def aplay_episode(
 
 # ---- the turn step ------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class _Limits:
-    max_turns: int | None
-    max_new_tokens: int | None
-    max_context_tokens: int | None
-    max_response_tokens: int | None
+class _TurnSettings:
+    """A rollout's limits with what a turn needs beside them."""
+
+    limits: RolloutLimits
     closing: int  # the end-of-turn ids the renderer appends after a cut-off action
     sampling: SamplingParams  # stop tokens filled in; max_new_tokens is the per-turn cap if there is one
 
     @classmethod
     def make(
-        cls,
-        renderer: ChatRenderer,
-        max_turns: int | None,
-        max_new_tokens: int | None,
-        max_context_tokens: int | None,
-        max_response_tokens: int | None,
-        sampling: SamplingParams | None,
-    ) -> _Limits:
-        if max_turns is not None and max_turns < 1:
-            raise ValueError("max_turns must be at least 1")
-        if max_new_tokens is not None and max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be at least 1")
-        if max_new_tokens is None and max_context_tokens is None and max_response_tokens is None:
-            raise ValueError("without max_new_tokens, max_context_tokens or max_response_tokens must be set")
-        base = sampling or SamplingParams(max_new_tokens=max_new_tokens or 1)
+        cls, renderer: ChatRenderer, limits: RolloutLimits, sampling: SamplingParams | None
+    ) -> _TurnSettings:
+        cap = limits.max_new_tokens
+        base = sampling or SamplingParams(max_new_tokens=cap or 1)
         stops = base.stop_token_ids if base.stop_token_ids is not None else renderer.stop_token_ids
-        sampling = dataclasses.replace(
-            base, max_new_tokens=max_new_tokens or base.max_new_tokens, stop_token_ids=stops
-        )
-        closing = len(renderer.closing_ids)
-        return cls(max_turns, max_new_tokens, max_context_tokens, max_response_tokens, closing, sampling)
+        sampling = dataclasses.replace(base, max_new_tokens=cap or base.max_new_tokens, stop_token_ids=stops)
+        return cls(limits, len(renderer.closing_ids), sampling)
 
     def budget(self, context_len: int, prompt_len: int) -> int:
         """How many ids the next action may generate, from a context of ``context_len`` ids."""
-        rooms = [] if self.max_new_tokens is None else [self.max_new_tokens]
-        if self.max_context_tokens is not None:
-            rooms.append(self.max_context_tokens - context_len - self.closing)
-        if self.max_response_tokens is not None:
-            rooms.append(self.max_response_tokens - (context_len - prompt_len) - self.closing)
-        return min(rooms)
+        return self.limits.turn_budget(context_len, prompt_len, self.closing)
 
     def params(self, budget: int) -> SamplingParams:
         if budget == self.sampling.max_new_tokens:
@@ -327,8 +289,8 @@ class _Player:
     """One episode's turn step, the single implementation behind every driver here: the next
     action's sampling params (its budget), the action, the env's answer, the stop."""
 
-    def __init__(self, builder: EpisodeBuilder, limits: _Limits):
-        self.builder, self.limits = builder, limits
+    def __init__(self, builder: EpisodeBuilder, turn: _TurnSettings):
+        self.builder, self.turn = builder, turn
         self.episode: Episode | None = None  # set when the episode ends
         self._prompt_len: int | None = None  # the first prompt's length (the response budget's origin)
         self._budget = 0
@@ -341,11 +303,11 @@ class _Player:
         context_len = len(self.builder.context())
         if self._prompt_len is None:
             self._prompt_len = context_len
-        self._budget = self.limits.budget(context_len, self._prompt_len)
+        self._budget = self.turn.budget(context_len, self._prompt_len)
         if self._budget < 1:
             self.finish("max_context_tokens")
             return None
-        return self.limits.params(self._budget)
+        return self.turn.params(self._budget)
 
     def act(self, generation: Generation) -> str | None:
         """Record the generated action; returns its text for the env (None: the generation was empty,
@@ -373,7 +335,7 @@ class _Player:
         )
         if builder.done:
             self.finish(None)
-        elif self.limits.max_turns is not None and builder.episode.num_turns >= self.limits.max_turns:
+        elif (max_turns := self.turn.limits.max_turns) is not None and builder.episode.num_turns >= max_turns:
             self.finish("max_turns")
 
     def finish(self, reason: str | None) -> None:
@@ -410,11 +372,11 @@ def _engine_of(policy: Policy) -> Any:
     return get() if callable(get) else None
 
 
-def _base_seed(policy: Policy, limits: _Limits) -> int | None:
+def _base_seed(policy: Policy, turn: _TurnSettings) -> int | None:
     """The rollout's base sampling seed, for policies that take per-prompt seeds (else None)."""
     if not getattr(policy, "accepts_seeds", False):
         return None
-    return limits.sampling.seed if limits.sampling.seed is not None else policy.draw_seed()  # type: ignore[attr-defined]
+    return turn.sampling.seed if turn.sampling.seed is not None else policy.draw_seed()  # type: ignore[attr-defined]
 
 
 def _release(policy: Policy, prompt_ids: list[int]) -> None:
@@ -441,7 +403,7 @@ class _VectorEnv:
             from gem_core import make_vec
 
             self.vec = make_vec(
-                envs, num_envs, asynchronous=False, autoreset_mode="disabled", env_kwargs=env_kwargs
+                envs, num_envs, backend="sync", autoreset_mode="disabled", env_kwargs=env_kwargs
             )
             self.owned = True
 
@@ -462,12 +424,12 @@ def _seed_list(seeds: int | Sequence[int | None] | None, n: int) -> list[int | N
 
 
 def _start_players(
-    vec: Any, observations: Sequence[Any], renderer: ChatRenderer, limits: _Limits
+    vec: Any, observations: Sequence[Any], renderer: ChatRenderer, turn: _TurnSettings
 ) -> list[_Player]:
     # get_attr reaches the envs wherever they live (threads, worker processes or Ray actors).
     specs, seeds = vec.get_attr("spec"), vec.get_attr("seed")
     return [
-        _Player(renderer.start(as_observation(obs), env_id=getattr(spec, "id", None), seed=seed), limits)
+        _Player(renderer.start(as_observation(obs), env_id=getattr(spec, "id", None), seed=seed), turn)
         for obs, spec, seed in zip(observations, specs, seeds)
     ]
 

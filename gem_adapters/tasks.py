@@ -4,9 +4,12 @@ A task is an env id and a seed (hence the initial state) plus how to present the
 model: env kwargs, system prompt, turn limit and chat-template kwargs. The episodes a trainer samples
 from one dataset row share the task, hence the initial state: a GRPO group.
 
-``iter_tasks`` makes the tasks of a dataset (seeds ``first_seed, first_seed + 1, ...``, env ids taken
-in turn) together with each one's first observation; each framework adapter maps them to its own
-row format (``gem_adapters.verl.dataset``, ``gem_adapters.openrlhf.dataset``).
+``make_tasks`` makes the tasks of a dataset (seeds ``first_seed, first_seed + 1, ...``, env ids taken
+in turn), ``iter_tasks`` the same with each one's first observation. This ``Task`` is the one every
+adapter plays; each encodes it in its own row format and decodes it back at its boundary:
+``gem_adapters.trl.rollout`` (``task_prompt``: env id and seed as the prompt),
+``gem_adapters.verl.dataset`` (``extra_info`` and the system message of the prompt),
+``gem_adapters.openrlhf.dataset`` (the whole task as the label).
 """
 
 from __future__ import annotations
@@ -51,6 +54,29 @@ class Task:
             ) from exc
 
 
+def make_tasks(
+    env_ids: str | Sequence[str],
+    num_tasks: int,
+    *,
+    first_seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    system_prompt: str | None = None,
+    max_turns: int | None = None,
+    template_kwargs: dict[str, Any] | None = None,
+) -> list[Task]:
+    """``num_tasks`` tasks; seeds ``first_seed, first_seed + 1, ...``, env ids taken in turn."""
+    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
+    if not ids or num_tasks < 0:
+        raise ValueError("need at least one env id and a non-negative number of tasks")
+    if max_turns is not None and max_turns < 1:
+        raise ValueError("max_turns must be at least 1")
+    kwargs, template = dict(env_kwargs or {}), dict(template_kwargs or {})
+    return [
+        Task(ids[i % len(ids)], first_seed + i, kwargs, system_prompt, max_turns, template)
+        for i in range(num_tasks)
+    ]
+
+
 def iter_tasks(
     env_ids: str | Sequence[str],
     num_tasks: int,
@@ -61,31 +87,28 @@ def iter_tasks(
     max_turns: int | None = None,
     template_kwargs: dict[str, Any] | None = None,
 ) -> Iterator[tuple[Task, Any]]:
-    """``num_tasks`` pairs (task, its first observation); seeds ``first_seed, first_seed + 1, ...``,
-    env ids taken in turn. The arguments are checked at once; the envs close when the iterator ends."""
-    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
-    if not ids or num_tasks < 0:
-        raise ValueError("need at least one env id and a non-negative number of tasks")
-    if max_turns is not None and max_turns < 1:
-        raise ValueError("max_turns must be at least 1")
-    kwargs, template = dict(env_kwargs or {}), dict(template_kwargs or {})
-    tasks = [
-        Task(ids[i % len(ids)], first_seed + i, kwargs, system_prompt, max_turns, template)
-        for i in range(num_tasks)
-    ]
-    return _with_first_observations(tasks, ids, kwargs)
+    """``make_tasks``, each with its first observation. The arguments are checked at once; the envs
+    close when the iterator ends."""
+    tasks = make_tasks(
+        env_ids,
+        num_tasks,
+        first_seed=first_seed,
+        env_kwargs=env_kwargs,
+        system_prompt=system_prompt,
+        max_turns=max_turns,
+        template_kwargs=template_kwargs,
+    )
+    return _with_first_observations(tasks)
 
 
-def _with_first_observations(
-    tasks: list[Task], env_ids: list[str], env_kwargs: dict[str, Any]
-) -> Iterator[tuple[Task, Any]]:
+def _with_first_observations(tasks: list[Task]) -> Iterator[tuple[Task, Any]]:
     import gem_core
 
     envs = {}
     try:
-        for env_id in env_ids:
-            envs[env_id] = gem_core.make(env_id, **env_kwargs)
         for task in tasks:
+            if task.env_id not in envs:
+                envs[task.env_id] = gem_core.make(task.env_id, **task.env_kwargs)
             observation, _ = envs[task.env_id].reset(seed=task.seed)
             yield task, observation
     finally:

@@ -41,13 +41,16 @@ from oat.args import default_args_validation
 from oat.types import Transition
 from torch.utils.data import Dataset
 
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode import Episode
 from gem_adapters.episode_stats import episode_stats
+from gem_adapters.jsonl import write_jsonl
 from gem_adapters.oat.advantages import check_estimator, transition_advantages
 from gem_adapters.oat.transitions import episodes_to_transitions
 from gem_adapters.oat.vllm_policy import OatVLLMPolicy
 from gem_adapters.policies.base import SamplingParams
 from gem_adapters.rollout import rollout
-from gem_adapters.trajectory import ChatRenderer, Episode, write_jsonl
+from gem_adapters.rollout_limits import RolloutLimits
 
 SEEDS_PER_ACTOR = 10**8  # actor i draws training seeds from [seed + i * SEEDS_PER_ACTOR, ...)
 
@@ -96,7 +99,7 @@ class GEMActor(PPOMultiTurnActor):
         args: GEMArgs = self.args
         self.renderer = ChatRenderer(self.tokenizer, system_prompt=args.system_prompt)
         self.policy = OatVLLMPolicy(self.generate)
-        self.envs = make_vec(args.env_id, args.num_envs, asynchronous=False, autoreset_mode="disabled")
+        self.envs = make_vec(args.env_id, args.num_envs, backend="sync", autoreset_mode="disabled")
         self.next_seed = args.seed + actor_id * SEEDS_PER_ACTOR
         self.episodes_path = os.path.join(save_path, "episodes", f"actor{actor_id}.jsonl")
         if args.dump_episodes:
@@ -125,9 +128,7 @@ class GEMActor(PPOMultiTurnActor):
             self.policy,
             self.renderer,
             seeds=seeds,
-            max_turns=args.max_turns,
-            max_new_tokens=sampling.max_new_tokens,
-            max_context_tokens=args.max_model_len,
+            limits=RolloutLimits(args.max_turns, sampling.max_new_tokens, args.max_model_len),
             sampling=sampling,
         )
 

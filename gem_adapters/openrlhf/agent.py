@@ -8,7 +8,7 @@ engine actor and awaits, for every sample of every prompt row::
 Here the row's label names the task (env id, seed, env kwargs, system prompt, turn limit; see
 ``gem_adapters.openrlhf.dataset``). ``GemEnvInstance`` (an ``AgentInstanceBase``) makes the env and
 resets it with that seed; the executor plays the episode with ``gem_adapters.rollout.aplay_episode``
-(observations rendered by ``gem_adapters.trajectory.ChatRenderer``, token-exact and incremental),
+(observations rendered by ``gem_adapters.chat_renderer.ChatRenderer``, token-exact and incremental),
 generating each action through ``llm_engine.generate`` (token ids in and out) and passing the action
 text to the instance's ``step``, and returns the episode in the form OpenRLHF's ``SamplesGenerator``
 turns into an ``Experience``::
@@ -48,17 +48,17 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import itertools
-import json
 from typing import Any
 
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
+from gem_adapters.chat_renderer import ChatRenderer, shared_renderer
+from gem_adapters.episode import Episode
 from gem_adapters.openrlhf.dataset import Task
 from gem_adapters.openrlhf.estimator import NUM_TURNS, SUCCESS, TURN_REWARDS, configured_estimator
 from gem_adapters.policies.base import Generation, SamplingParams
 from gem_adapters.rollout import aplay_episode
-from gem_adapters.trajectory import ChatRenderer, Episode
+from gem_adapters.rollout_limits import RolloutLimits
 
 
 class GemEnvInstance(AgentInstanceBase):
@@ -142,7 +142,8 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         if images:
             raise ValueError("GEM envs are text-only: the prompt row must carry no images")
         task = Task.from_label(label)
-        renderer = renderer_for(hf_tokenizer, task.system_prompt, task.template_kwargs)
+        # OpenRLHF sends a fresh copy of the tokenizer with every request: the cache keys on its content.
+        renderer = shared_renderer(hf_tokenizer, task.system_prompt, task.template_kwargs)
         instance = self.agent_instance_cls()
         try:
             episode, extra_logs = await self._play(
@@ -195,9 +196,11 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
             renderer,
             seed=task.seed,
             env_id=task.env_id,
-            max_turns=task.max_turns,
-            max_new_tokens=sampling_params.max_tokens,  # --rollout.max_new_tokens (None: no cap per turn)
-            max_context_tokens=max_length,
+            limits=RolloutLimits(
+                max_turns=task.max_turns,
+                max_new_tokens=sampling_params.max_tokens,  # --rollout.max_new_tokens (None: no cap per turn)
+                max_context_tokens=max_length,
+            ),
         )
         if not episode.turns and episode.info.get("stopped_by") == "max_context_tokens":
             first = len(renderer.first_prompt(episode.final_observation or ""))
@@ -210,15 +213,7 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
     def _output(
         self, episode: Episode, extra_logs: dict[str, Any], prompt: str, label: Any, want_logprobs: bool
     ) -> dict[str, Any]:
-        if not episode.turns:
-            raise ValueError(
-                f"{episode.env_id} (seed {episode.seed}): the episode ended before its first action "
-                f"({episode.info.get('stopped_by')})"
-            )
-        sequence = episode.to_sequence()
-        spans = [tuple(span) for span in sequence.turn_spans]
-        if any(end >= start for (_, end), (start, _) in itertools.pairwise(spans)):
-            raise RuntimeError("two actions of this episode are not separated by env tokens")
+        sample = episode.to_prompt_response()
         rewards = [float(turn.reward) for turn in episode.turns]
         extra_logs = {**extra_logs, NUM_TURNS: episode.num_turns, SUCCESS: float(episode.success)}
         if self.turn_rewards if self.turn_rewards is not None else configured_estimator() is not None:
@@ -230,9 +225,9 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
             "mm_train_inputs": None,
             "reward": episode.total_reward,
             "scores": episode.total_reward,
-            "observation_tokens": sequence.token_ids,
-            "action_ranges": spans,
-            "rollout_log_probs": sequence.logprobs if want_logprobs else None,
+            "observation_tokens": sample.token_ids,
+            "action_ranges": sample.sequence_spans,
+            "rollout_log_probs": sample.logprobs if want_logprobs else None,
             "truncated": episode.turns[-1].finish_reason == "length",
             "extra_logs": extra_logs,
         }
@@ -271,23 +266,3 @@ class _InstanceEnv:
             bool(result.get("truncated", False)),
             result.get("info"),
         )
-
-
-def renderer_for(tokenizer: Any, system_prompt: str | None, template_kwargs: dict[str, Any]) -> ChatRenderer:
-    """One renderer per (tokenizer, system prompt, template kwargs) in this process. OpenRLHF sends
-    the tokenizer with every request, a fresh copy each time, so the key is its content, not its id."""
-    key = (
-        type(tokenizer).__name__,
-        str(getattr(tokenizer, "name_or_path", "")),
-        len(tokenizer),
-        str(getattr(tokenizer, "chat_template", None)),
-        system_prompt,
-        json.dumps(template_kwargs, sort_keys=True, default=str),
-    )
-    renderer = _RENDERERS.get(key)
-    if renderer is None:
-        renderer = _RENDERERS[key] = ChatRenderer(tokenizer, system_prompt, template_kwargs=template_kwargs)
-    return renderer
-
-
-_RENDERERS: dict[tuple, ChatRenderer] = {}

@@ -2,8 +2,9 @@
 
 ``GEMGRPOConfig`` (a ``GRPOConfig`` with the episode and advantage settings), ``GEMGRPOTrainer``
 (per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens), ``tasks_dataset`` /
-``task_prompt`` (what the trainer's dataset holds: env id + seed), ``make_rollout_func`` (the
-``rollout_func`` that plays the episodes) and ``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``).
+``task_prompt`` / ``prompt_task`` (what the trainer's dataset holds: a ``gem_adapters.tasks.Task``'s
+env id and seed), ``make_rollout_func`` (the ``rollout_func`` that plays the episodes) and
+``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``).
 
 Vision-language models train the same way: pass the model's processor as ``processing_class`` and
 ``tasks_dataset`` of an image env (e.g. ``math:GeometryFigures-v0-easy``), whose rows then carry the
@@ -17,6 +18,7 @@ from gem_adapters.trl.rollout import (
     episode_to_sample,
     make_rollout_func,
     parse_task_prompt,
+    prompt_task,
     task_prompt,
     tasks_dataset,
 )
@@ -35,6 +37,7 @@ __all__ = [
     "episode_to_sample",
     "make_rollout_func",
     "parse_task_prompt",
+    "prompt_task",
     "task_prompt",
     "tasks_dataset",
 ]

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from gem_adapters.advantages import advantages_for_episodes
-from gem_adapters.trajectory import Episode
+from gem_adapters.episode import Episode
 from gem_adapters.trl.config import GEMPPOConfig
 from gem_adapters.trl.trainer import GEMGRPOTrainer
 

@@ -44,20 +44,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode import Episode
 from gem_adapters.policies.base import Policy, SamplingParams
 from gem_adapters.rollout import rollout
-from gem_adapters.trajectory import ChatRenderer, Episode
+from gem_adapters.rollout_limits import RolloutLimits
+from gem_adapters.tasks import Task, make_tasks
 
 RolloutFunc = Callable[[list[Any], Any], dict[str, Any]]
 
 
 def task_prompt(env_id: str, seed: int) -> str:
-    """The dataset prompt naming one task: ``{"env_id": ..., "seed": ...}`` as JSON."""
+    """The dataset prompt naming one task: ``{"env_id": ..., "seed": ...}`` as JSON (a
+    ``gem_adapters.tasks.Task``'s env id and seed; TRL's rows carry nothing else of it)."""
     return json.dumps({"env_id": env_id, "seed": int(seed)})
 
 
-def parse_task_prompt(prompt: Any) -> tuple[str, int]:
-    """``(env_id, seed)`` of a prompt made by ``task_prompt``: the JSON string, or the conversational
+def prompt_task(prompt: Any) -> Task:
+    """The ``Task`` of a prompt made by ``task_prompt``: the JSON string, or the conversational
     prompt of an image task as TRL hands it to the ``rollout_func`` (its last user message, a string
     or a content list ``[{"type": "image", ...}, {"type": "text", "text": ...}]``)."""
     try:
@@ -66,19 +70,25 @@ def parse_task_prompt(prompt: Any) -> tuple[str, int]:
             if not isinstance(content, str):
                 content = "".join(part["text"] for part in content if part["type"] == "text")
             prompt = content
-        task = json.loads(prompt)
-        return str(task["env_id"]), int(task["seed"])
+        return Task.from_json(prompt)
     except (TypeError, ValueError, KeyError, IndexError) as exc:
         raise ValueError(
             f"a GEM task prompt is the JSON of an env id and a seed (see task_prompt), got {prompt!r}"
         ) from exc
 
 
+def parse_task_prompt(prompt: Any) -> tuple[str, int]:
+    """``(env_id, seed)`` of a prompt made by ``task_prompt`` (see ``prompt_task``)."""
+    task = prompt_task(prompt)
+    return task.env_id, task.seed
+
+
 def tasks_dataset(
     env_ids: str | Sequence[str], num_tasks: int, first_seed: int = 0, images: bool | None = None
 ):
-    """A ``datasets.Dataset`` of ``num_tasks`` tasks (columns ``prompt``, ``env_id``, ``seed``); seeds
-    ``first_seed, first_seed + 1, ...``, env ids taken in turn from ``env_ids``.
+    """A ``datasets.Dataset`` of ``num_tasks`` tasks (columns ``prompt``, ``env_id``, ``seed``); the
+    tasks of ``gem_adapters.tasks.make_tasks``: seeds ``first_seed, first_seed + 1, ...``, env ids
+    taken in turn from ``env_ids``.
 
     With ``images`` (``None``: when some env id's first observation has images) each row also holds
     the images of its task's first observation (``images``, empty for a text env) and its ``prompt``
@@ -88,18 +98,18 @@ def tasks_dataset(
 
     from gem_adapters.multimodal import first_observation_images
 
-    ids = [env_ids] if isinstance(env_ids, str) else list(env_ids)
-    rows = [(ids[i % len(ids)], first_seed + i) for i in range(num_tasks)]
+    tasks = make_tasks(env_ids, num_tasks, first_seed=first_seed)
     if images is None:
-        images = any(first_observation_images(env_id, seed) for env_id, seed in dict(rows).items())
+        last_seeds = {task.env_id: task.seed for task in tasks}
+        images = any(first_observation_images(env_id, seed) for env_id, seed in last_seeds.items())
     columns: dict[str, list[Any]] = {
-        "prompt": [task_prompt(env_id, seed) for env_id, seed in rows],
-        "env_id": [env_id for env_id, _ in rows],
-        "seed": [seed for _, seed in rows],
+        "prompt": [task_prompt(task.env_id, task.seed) for task in tasks],
+        "env_id": [task.env_id for task in tasks],
+        "seed": [task.seed for task in tasks],
     }
     if images:
         columns["prompt"] = [[{"role": "user", "content": prompt}] for prompt in columns["prompt"]]
-        columns["images"] = [first_observation_images(env_id, seed) for env_id, seed in rows]
+        columns["images"] = [first_observation_images(task.env_id, task.seed) for task in tasks]
     return Dataset.from_dict(columns)
 
 
@@ -115,23 +125,17 @@ class EpisodeSample:
 
 
 def episode_to_sample(episode: Episode) -> EpisodeSample:
-    """Split an episode's token sequence before its first action (see the module docstring)."""
-    if not episode.turns:
-        raise ValueError(
-            f"episode of {episode.env_id} (seed {episode.seed}) has no action: its first prompt does not fit "
-            "max_context_tokens"
-        )
-    sequence = episode.to_sequence(include_closing=False)
-    start = sequence.turn_spans[0][0]
-    logprobs = sequence.logprobs
-    if logprobs is None:
+    """The episode's ``to_prompt_response`` in TRL's names, ending at the last action (see the module
+    docstring)."""
+    sample = episode.to_prompt_response(include_closing=False)
+    if sample.response_logprobs is None:
         raise ValueError("the policy returned no logprobs; TRL needs them for every generated id")
     return EpisodeSample(
-        prompt_ids=sequence.token_ids[:start],
-        completion_ids=sequence.token_ids[start:],
-        logprobs=logprobs[start:],
-        env_mask=sequence.loss_mask[start:],
-        turn_spans=[(a - start, b - start) for a, b in sequence.turn_spans],
+        prompt_ids=sample.prompt_ids,
+        completion_ids=sample.response_ids,
+        logprobs=sample.response_logprobs,
+        env_mask=sample.response_mask,
+        turn_spans=sample.turn_spans,
     )
 
 
@@ -150,12 +154,13 @@ def make_rollout_func(
     which TRL's forward pass gets): otherwise a ``ValueError`` says why.
     """
 
+    limits = RolloutLimits(max_turns, max_turn_tokens, max_context_tokens)
     calls = 0
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         nonlocal calls
         calls += 1
-        tasks = [parse_task_prompt(p) for p in prompts]
+        tasks = [prompt_task(p) for p in prompts]
         if trainer.use_vllm and any(_num_images(p) for p in prompts):
             raise NotImplementedError(
                 "VLLMPolicy generates from token ids only: train on images with use_vllm=False"
@@ -171,13 +176,11 @@ def make_rollout_func(
         seed = (trainer.args.seed * 1_000_003 + calls) * 1_009 + trainer.accelerator.process_index
         with _policy_for(trainer, seed) as policy:
             episodes = rollout(
-                [env_id for env_id, _ in tasks],
+                [task.env_id for task in tasks],
                 policy,
                 renderer,
-                seeds=[seed for _, seed in tasks],
-                max_turns=max_turns,
-                max_new_tokens=max_turn_tokens,
-                max_context_tokens=max_context_tokens,
+                seeds=[task.seed for task in tasks],
+                limits=limits,
                 sampling=sampling,
             )
         elapsed = time.perf_counter() - started

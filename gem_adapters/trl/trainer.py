@@ -18,7 +18,7 @@ Each generation logs, besides TRL's metrics, every ``gem_adapters.episode_stats`
 episodes as ``env/<name>`` (``env/return``, ``env/success_rate``, ``env/turns``,
 ``env/format_error_rate``, ``env/invalid_move_rate``, ``env/generated_tokens``, ...), plus
 ``env/rollout_seconds`` and ``env/tokens_per_second``. ``last_episodes`` holds the episodes of the
-latest generation batch (e.g. to record them with ``gem_adapters.trajectory.write_jsonl``) and
+latest generation batch (e.g. to record them with ``gem_adapters.jsonl.write_jsonl``) and
 ``last_advantages`` the (B, T) tensor it trained on.
 
 After every optimizer step the trainer calls ``mark_weights_updated(model)``, so a generation
@@ -37,9 +37,10 @@ from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from gem_adapters.advantages import compute_advantages, turn_values_to_tokens
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode import Episode
 from gem_adapters.episode_stats import episode_stats
 from gem_adapters.policies.base import mark_weights_updated
-from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.rollout import episode_to_sample, make_rollout_func
 from gem_adapters.trl.vllm_sync import use_reload_weights_sync

@@ -3,7 +3,7 @@
 verl builds one agent loop per sample and awaits ``run(sampling_params, **row)``. Here the row's
 ``extra_info`` names the task (env id, env kwargs, seed; see ``gem_adapters.verl.dataset``); the loop
 makes the env and plays it with ``gem_adapters.rollout.aplay_episode`` (observations rendered by
-``gem_adapters.trajectory.ChatRenderer``, token-exact and incremental), generating every action
+``gem_adapters.chat_renderer.ChatRenderer``, token-exact and incremental), generating every action
 through verl's ``server_manager`` (its vLLM/SGLang replicas), and returns the episode as one sample::
 
     prompt_ids       system? + first observation + generation prompt
@@ -12,13 +12,13 @@ through verl's ``server_manager`` (its vLLM/SGLang replicas), and returns the ep
     response_logprobs    the server's logprob of each generated id, 0.0 elsewhere
     rm_scores        each turn's env reward on the last id of that turn's action
 
-Per-turn rewards: verl's ``AgentLoopOutput`` carries one scalar (``reward_score``, written on the
-last token), and when a loop returns one output per turn the v1 trainer copies the final score over
-the others. ``GemAgentLoopOutput`` therefore writes the per-turn rewards into ``rm_scores`` itself
-(``as_dict``, which verl's v1 worker calls to store a sample); ``reward_score`` is the episode's total
-reward, so verl's reward loop leaves the sample alone and its score metrics show the return. The
-estimators of ``gem_adapters.verl.estimators`` read the turns back from ``rm_scores`` and
-``response_mask``. This needs the v1 trainer (``trainer.use_v1=True``, verl 0.9's default): the
+The sample is ``Episode.to_prompt_response()``. Per-turn rewards: verl's ``AgentLoopOutput`` carries
+one scalar (``reward_score``, written on the last token), and when a loop returns one output per turn
+the v1 trainer copies the final score over the others. ``GemAgentLoopOutput`` therefore writes the
+per-turn rewards into ``rm_scores`` itself (``as_dict``, which verl's v1 worker calls to store a
+sample), placed as ``gem_adapters.verl.token_rewards`` says, where the estimators of
+``gem_adapters.verl.estimators`` read them back; ``reward_score`` is the episode's total reward, so
+verl's reward loop leaves the sample alone and its score metrics show the return. This needs the v1 trainer (``trainer.use_v1=True``, verl 0.9's default): the
 legacy one rebuilds ``rm_scores`` from the scalar.
 
 Budgets: everything after the first prompt fits ``rollout.response_length`` (``aplay_episode``'s
@@ -40,7 +40,6 @@ at the first episode, so the import never replaces a configured entry (that woul
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 from uuid import uuid4
@@ -55,11 +54,14 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
-from gem_adapters.advantages import mask_runs
+from gem_adapters.chat_renderer import ChatRenderer, shared_renderer
+from gem_adapters.episode import Episode
 from gem_adapters.policies.base import Generation, SamplingParams
 from gem_adapters.rollout import aplay_episode
-from gem_adapters.trajectory import ChatRenderer, Episode
-from gem_adapters.verl.dataset import AGENT_NAME, Task, system_prompt_of, task_from_row
+from gem_adapters.rollout_limits import RolloutLimits
+from gem_adapters.tasks import Task
+from gem_adapters.verl.dataset import AGENT_NAME, system_prompt_of, task_from_row
+from gem_adapters.verl.token_rewards import rewards_on_tokens
 
 
 class GemAgentLoopOutput(AgentLoopOutput):
@@ -88,28 +90,33 @@ class GemAgentLoop(AgentLoopBase):
             max_turns = self.rollout_config.get("multi_turn", {}).get("max_assistant_turns")
         self.max_turns = None if max_turns is None else int(max_turns)
         self.max_new_tokens = None if max_new_tokens is None else int(max_new_tokens)
-        if (self.max_turns is not None and self.max_turns < 1) or (
-            self.max_new_tokens is not None and self.max_new_tokens < 1
-        ):
-            raise ValueError("max_turns and max_new_tokens must be at least 1")
+        _ = self.limits  # RolloutLimits rejects bad values now, not at the first episode
+
+    @property
+    def limits(self) -> RolloutLimits:
+        """The episode limits: ``max_turns``, ``max_new_tokens`` and ``rollout.response_length``."""
+        return RolloutLimits(self.max_turns, self.max_new_tokens, max_response_tokens=self.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> GemAgentLoopOutput:
         import gem_core
 
         task = task_from_row(kwargs.get("extra_info"))
-        renderer = self._renderer(system_prompt_of(kwargs.get("raw_prompt")))
+        template_kwargs = _plain(self.apply_chat_template_kwargs) or {}
+        renderer = shared_renderer(
+            self.tokenizer, system_prompt_of(kwargs.get("raw_prompt")), template_kwargs
+        )
         env = gem_core.make(task.env_id, **task.env_kwargs)
         try:
-            episode, prompt_len, metrics, server_fields = await self._play(
+            episode, metrics, server_fields = await self._play(
                 env, task, renderer, sampling_params, int(kwargs.get("priority", 0))
             )
         finally:
             env.close()
-        return self._output(episode, prompt_len, metrics, server_fields)
+        return self._output(episode, metrics, server_fields)
 
     async def _play(
         self, env: Any, task: Task, renderer: ChatRenderer, sampling_params: dict[str, Any], priority: int
-    ) -> tuple[Episode, int, dict[str, Any], dict[str, Any]]:
+    ) -> tuple[Episode, dict[str, Any], dict[str, Any]]:
         """Play the episode; also returns verl's metrics and the server's fields merged over turns."""
         metrics: dict[str, Any] = {"generate_sequences": 0.0, "tool_calls": 0.0}
         server_fields: dict[str, Any] = {}
@@ -142,9 +149,7 @@ class GemAgentLoop(AgentLoopBase):
             renderer,
             seed=task.seed,
             env_id=task.env_id,
-            max_turns=self.max_turns,
-            max_new_tokens=self.max_new_tokens,
-            max_response_tokens=self.response_length,
+            limits=self.limits,
         )
         if episode.turns:
             prompt_len = len(episode.turns[0].prompt_ids)
@@ -156,30 +161,23 @@ class GemAgentLoop(AgentLoopBase):
                 f"rollout.prompt_length={self.prompt_length}; raise data.max_prompt_length or keep "
                 "data.filter_overlong_prompts on"
             )
-        return episode, prompt_len, metrics, server_fields
+        return episode, metrics, server_fields
 
     def _output(
-        self, episode: Episode, prompt_len: int, metrics: dict[str, Any], server_fields: dict[str, Any]
+        self, episode: Episode, metrics: dict[str, Any], server_fields: dict[str, Any]
     ) -> GemAgentLoopOutput:
         if not episode.turns:
             raise ValueError(
                 f"{episode.env_id} (seed {episode.seed}): no room for a single action; raise "
                 "rollout.response_length"
             )
-        sequence = episode.to_sequence()
-        response_mask = sequence.loss_mask[prompt_len:]
-        spans = [(start - prompt_len, end - prompt_len) for start, end in sequence.turn_spans]
-        if mask_runs(response_mask) != spans:  # the estimators find turns as runs of the mask
-            raise RuntimeError("two actions of this episode are not separated by env tokens")
+        sample = episode.to_prompt_response()
         rewards = [turn.reward for turn in episode.turns]
-        token_rewards = [0.0] * len(response_mask)
-        for reward, (_, end) in zip(rewards, spans):
-            token_rewards[end - 1] = reward
         return GemAgentLoopOutput(
-            prompt_ids=sequence.token_ids[:prompt_len],
-            response_ids=sequence.token_ids[prompt_len:],
-            response_mask=response_mask,
-            response_logprobs=None if sequence.logprobs is None else sequence.logprobs[prompt_len:],
+            prompt_ids=sample.prompt_ids,
+            response_ids=sample.response_ids,
+            response_mask=sample.response_mask,
+            response_logprobs=sample.response_logprobs,
             reward_score=episode.total_reward,
             num_turns=2 * episode.num_turns,  # verl counts messages: observations + actions
             metrics=metrics,
@@ -188,20 +186,9 @@ class GemAgentLoop(AgentLoopBase):
                 "turn_scores": rewards,
                 "reward_extra_info": {"success": float(episode.success), "turns": episode.num_turns},
             },
-            token_rewards=token_rewards,
+            token_rewards=rewards_on_tokens(rewards, sample.turn_spans, len(sample.response_ids)),
             episode=episode,
         )
-
-    def _renderer(self, system_prompt: str | None) -> ChatRenderer:
-        """One renderer per (tokenizer, system prompt, template kwargs), shared by the loops of a worker."""
-        template_kwargs = _plain(self.apply_chat_template_kwargs) or {}
-        key = (id(self.tokenizer), system_prompt, json.dumps(template_kwargs, sort_keys=True, default=str))
-        renderer = _RENDERERS.get(key)
-        if renderer is None:
-            renderer = _RENDERERS[key] = ChatRenderer(
-                self.tokenizer, system_prompt, template_kwargs=template_kwargs
-            )
-        return renderer
 
 
 class _TimedEnv:
@@ -238,9 +225,6 @@ def _merge_server_fields(merged: dict[str, Any], metrics: dict[str, Any], genera
                 merged[key] = int(merged[key]) + int(fields[key])
     if generated.num_preempted is not None:
         metrics["num_preempted"] = metrics.get("num_preempted", 0) + generated.num_preempted
-
-
-_RENDERERS: dict[tuple[int, str | None, str], ChatRenderer] = {}  # a renderer keeps its tokenizer alive
 
 
 def _plain(config: Any) -> Any:

@@ -2,17 +2,8 @@
 
 verl hands a registered estimator only token-level tensors: ``token_level_rewards`` (B, T),
 ``response_mask`` (B, T), the algorithm config and ``index`` (the prompt uid of each row). The
-episode's turn structure is recovered from them:
-
-* a **turn** is a maximal run of ``response_mask == 1`` (one action's generated ids; the env and
-  template ids between two actions have mask 0, so consecutive actions never merge);
-* turn ``k``'s **reward** is the sum of ``token_level_rewards`` from the start of action ``k`` up to
-  the start of action ``k + 1`` (the last turn runs to the end of the row).
-
-``GemAgentLoop`` writes each turn's env reward on the last id of that turn's action, so the sums
-give the env's per-turn rewards exactly; with ``algorithm.use_kl_in_reward`` each turn's reward also
-carries the KL penalty of its own tokens. A scalar reward on the row's last token (what verl's
-other agent loops produce) counts as the last turn's reward.
+episode's turns and per-turn rewards are read back from them as ``gem_adapters.verl.token_rewards``
+describes (the protocol ``GemAgentLoop`` writes).
 
 The per-turn rewards, one episode per row and ``index`` as the group of each episode (the ``rollout.n``
 samples of one row share env id and seed) go to ``gem_adapters.advantages.compute_advantages_flat``;
@@ -35,7 +26,6 @@ runs, which changes the turns it sees.
 from __future__ import annotations
 
 import functools
-import itertools
 from typing import Any
 
 import numpy as np
@@ -44,32 +34,12 @@ from gem_adapters.advantages import (
     Estimator,
     compute_advantages_flat,
     discounted_returns,
-    mask_runs,
     on_register,
     turn_values_to_tokens,
 )
+from gem_adapters.verl.token_rewards import as_numpy, turns_from_tokens
 
 PREFIX = "gem_"
-
-
-def turns_from_tokens(
-    token_level_rewards: Any, response_mask: Any
-) -> tuple[np.ndarray, np.ndarray, list[list[tuple[int, int]]]]:
-    """Per-turn rewards (float64), the row of each turn, and each row's action spans."""
-    rewards = _numpy(token_level_rewards)
-    mask = _numpy(response_mask)
-    turn_rewards: list[float] = []
-    rows: list[int] = []
-    spans: list[list[tuple[int, int]]] = []
-    for b in range(rewards.shape[0]):
-        row_spans = mask_runs(mask[b])
-        spans.append(row_spans)
-        if not row_spans:
-            continue
-        cuts = [0] + [start for start, _ in row_spans[1:]] + [rewards.shape[1]]
-        turn_rewards.extend(rewards[b, lo:hi].sum() for lo, hi in itertools.pairwise(cuts))
-        rows.extend([b] * len(row_spans))
-    return np.asarray(turn_rewards, dtype=np.float64), np.asarray(rows, dtype=np.int64), spans
 
 
 def gem_advantages(
@@ -93,7 +63,7 @@ def gem_advantages(
         groups = None if index is None else np.asarray(list(index), dtype=object)[rows]
         per_turn = compute_advantages_flat(name, turn_rewards, rows, group_ids=groups, gamma=gamma, lam=lam)
         per_turn_returns = discounted_returns(turn_rewards, gamma, rows)
-        mask = _numpy(response_mask)
+        mask = as_numpy(response_mask)
         for b in np.unique(rows):
             here = rows == b
             advantages[b] = turn_values_to_tokens(per_turn[here], spans[b], shape[1], mask[b])
@@ -123,12 +93,6 @@ def _register_with_verl(estimator: Estimator) -> None:
     key = PREFIX + estimator.name
     if not estimator.needs_values and key not in core_algos.ADV_ESTIMATOR_REGISTRY:
         core_algos.register_adv_est(key)(functools.partial(gem_advantages, estimator.name))
-
-
-def _numpy(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 def _get(config: Any, key: str, default: Any) -> Any:

@@ -15,6 +15,7 @@ from gem_adapters.advantages import advantages_for_episodes, turn_values_to_toke
 from gem_adapters.episode_stats import episode_stats
 from gem_adapters.policies import Generation, SamplingParams, TransformersPolicy
 from gem_adapters.rollout import aplay_episode, arollout, rollout
+from gem_adapters.rollout_limits import RolloutLimits
 from gem_adapters.trajectory import ChatRenderer, PromptIds
 
 ENV_ID = "game:GuessTheNumber-v1-easy"
@@ -105,6 +106,20 @@ def test_limits(tokenizer, renderer):
             "rebn", [*episodes, *rollout(ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=1)]
         )
     ][:2] == [0, 0]
+
+
+def test_a_limits_object_plays_as_its_keywords(tokenizer, renderer):
+    limits = RolloutLimits(max_turns=2, max_new_tokens=16)
+    by_object = rollout(ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=3, seeds=0, limits=limits)
+    by_keywords = rollout(
+        ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=3, seeds=0, max_turns=2, max_new_tokens=16
+    )
+    assert [e.to_dict() for e in by_object] == [e.to_dict() for e in by_keywords]
+    assert any(e.info.get("stopped_by") == "max_turns" for e in by_object)
+    with pytest.raises(TypeError, match="not both"):
+        rollout(ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=1, limits=limits, max_turns=2)
+    with pytest.raises(TypeError, match="'max_tokens'"):
+        rollout(ENV_ID, BinarySearchPlayer(tokenizer), renderer, num_envs=1, max_tokens=2)
 
 
 @pytest.mark.parametrize("backend", ["threads", "processes"])

@@ -416,3 +416,16 @@ def test_builder_misuse_is_an_error(tokenizer):
         builder.context()
     with pytest.raises(ValueError):
         renderer.start("hi").add_action([5, 6], logprobs=[0.0])
+
+
+def test_shared_renderer_is_one_per_tokenizer_content_and_settings(tokenizer):
+    import copy
+
+    from gem_adapters.chat_renderer import shared_renderer
+
+    first = shared_renderer(tokenizer, "sys", {"enable_thinking": False})
+    # OpenRLHF sends a fresh copy of the tokenizer with every request: same content, same renderer.
+    assert shared_renderer(copy.deepcopy(tokenizer), "sys", {"enable_thinking": False}) is first
+    assert shared_renderer(tokenizer, "other", {"enable_thinking": False}) is not first
+    assert shared_renderer(tokenizer, "sys") is not first
+    assert first.system_prompt == "sys" and first.template_kwargs == {"enable_thinking": False}

@@ -33,12 +33,13 @@ import gem_core
 from gem_adapters.advantages import (
     compute_advantages,
     discounted_returns,
+    mask_runs,
     turn_values_to_tokens,
 )
 from gem_adapters.policies.transformers_policy import TransformersPolicy
 from gem_adapters.verl.agent_loop import GemAgentLoop
 from gem_adapters.verl.dataset import AGENT_NAME, task_from_row, task_rows, write_dataset
-from gem_adapters.verl.estimators import mask_runs, register_estimators
+from gem_adapters.verl.estimators import register_estimators
 from gem_adapters.verl.policy_server import PolicyServer
 
 from .helpers import AGENT_YAML, GAMMA, REPO, make_loop, verl_config
