@@ -7,8 +7,8 @@ learning-curve PNG and a first-to-last summary.
     log.plot(["success_rate", "return"], title="SmolLM2 on GuessTheNumber")
     log.summarize({"success_rate": ".2f", "return": "+.3f"})
 
-Rows are grouped by their ``split`` column (e.g. "train", "eval") in the plot and the summary; the x
-axis is the ``step`` column. Only the standard library is imported here (matplotlib when plotting).
+Rows are grouped by their ``split`` column (e.g. "train", "eval"; "all" when a row has none) in the
+plot and the summary; the x axis is the ``step`` column. Only the standard library is imported here (matplotlib when plotting).
 """
 
 from __future__ import annotations
@@ -87,12 +87,13 @@ class RunLog:
         return line
 
     def split(self, name: str) -> list[dict]:
-        """The recorded rows whose ``split`` column is ``name``, in order."""
-        return [r for r in self.rows if r.get("split") == name]
+        """The recorded rows whose ``split`` column is ``name`` ("all": the rows without one), in order."""
+        return [r for r in self.rows if r.get("split", "all") == name]
 
     def splits(self) -> list[str]:
-        """The ``split`` values of the recorded rows, in order of first appearance."""
-        return list(dict.fromkeys(r["split"] for r in self.rows if "split" in r))
+        """The ``split`` values of the recorded rows ("all" for rows without one), in order of first
+        appearance."""
+        return list(dict.fromkeys(r.get("split", "all") for r in self.rows))
 
     def plot(
         self,

@@ -56,6 +56,15 @@ def test_plot_and_summary(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == lines
 
 
+def test_rows_without_a_split_are_one_series(tmp_path):
+    with RunLog(tmp_path, ["step", "loss"]) as log:
+        for step, loss in [(1, 2.0), (2, 1.5)]:
+            log.record({"step": step, "loss": loss})
+    assert log.splits() == ["all"] and len(log.split("all")) == 2
+    assert log.summarize({"loss": ".1f"}, write=lambda _: None)[0] == "all: step 1 -> 2: loss 2.0 -> 1.5"
+    assert log.plot(["loss"]).stat().st_size > 1000
+
+
 def test_print_row_formats_the_given_columns(tmp_path):
     with RunLog(tmp_path, COLUMNS) as log:
         row = log.record({"split": "eval", "step": 3, "return": 0.5})
