@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from gem_adapters.episode_stats import episode_stats
 from gem_adapters.trajectory import Episode
 
 
@@ -25,30 +26,29 @@ def token_counts(episode: Episode) -> tuple[int, int]:
 
 
 def env_metrics(episodes: Sequence[Episode], k: int, uses_tokens: bool) -> dict[str, Any]:
-    """The metrics of one env's episodes (see the module docstring)."""
+    """The metrics of one env's episodes (see the module docstring); the per-episode summary is
+    ``episode_stats``'s, under this report's names."""
     by_seed: dict[Any, list[Episode]] = {}
     for episode in episodes:
         by_seed.setdefault(episode.seed, []).append(episode)
-    n = len(episodes)
-    turns = [t for e in episodes for t in e.turns]
+    stats = episode_stats(episodes)
     metrics: dict[str, Any] = {
-        "episodes": n,
+        "episodes": len(episodes),
         "seeds": len(by_seed),
-        "success_rate": sum(e.success for e in episodes) / n,
+        "success_rate": stats["success_rate"],
         f"pass@{k}": _mean(pass_at_k(len(g), sum(e.success for e in g), k) for g in by_seed.values()),
         f"avg@{k}": _mean(_mean(float(e.success) for e in g) for g in by_seed.values()),
-        "mean_return": _mean(e.total_reward for e in episodes),
+        "mean_return": stats["return"],
         "std_return": _std([e.total_reward for e in episodes]),
-        "mean_turns": _mean(e.num_turns for e in episodes),
-        "format_error_rate": sum(bool(t.info.get("format_error")) for t in turns) / max(len(turns), 1),
-        "stopped_by_limit": sum("stopped_by" in e.info for e in episodes),
+        "mean_turns": stats["turns"],
+        "format_error_rate": stats["format_error_rate"],
+        "stopped_by_limit": sum("stopped_by" in e.info for e in episodes),  # any limit, empty generations too
         "prompt_tokens": None,
         "completion_tokens": None,
     }
     if uses_tokens:
-        counts = [token_counts(e) for e in episodes]
-        metrics["prompt_tokens"] = _mean(p for p, _ in counts)
-        metrics["completion_tokens"] = _mean(c for _, c in counts)
+        metrics["prompt_tokens"] = _mean(token_counts(e)[0] for e in episodes)
+        metrics["completion_tokens"] = stats["generated_tokens_per_episode"]
     return metrics
 
 
