@@ -10,11 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gem_adapters.chat_renderer import ChatRenderer
 from gem_adapters.evaluation.config import EvalConfig
 from gem_adapters.evaluation.errors import EvalError, one_line, reason
 from gem_adapters.policies.base import Policy
 from gem_adapters.policies.openai_http import OpenAICompletionsPolicy
-from gem_adapters.trajectory import ChatRenderer
 from gem_core import Env
 
 

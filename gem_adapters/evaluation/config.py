@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gem_adapters.episode import Episode
 from gem_adapters.evaluation.errors import EvalError
-from gem_adapters.trajectory import Episode
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful AI assistant. Think briefly, then give your move or answer in the format the "

@@ -7,11 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gem_adapters.episode import Episode, Turn
 from gem_adapters.evaluation.agents import Agent
 from gem_adapters.evaluation.config import EvalConfig
 from gem_adapters.evaluation.errors import EvalError, one_line
 from gem_adapters.policies.base import SamplingParams
-from gem_adapters.trajectory import Episode, Turn
 from gem_core import Env, Wrapper, make
 
 

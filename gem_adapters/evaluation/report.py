@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gem_adapters.evaluation.config import EvalResult
-from gem_adapters.trajectory import write_jsonl
+from gem_adapters.jsonl import write_jsonl
 
 
 def table_rows(metrics: dict[str, Any], k: int) -> tuple[list[str], list[list[str]]]:
