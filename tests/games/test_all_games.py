@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gem_core
+from gem_core.parsing import extract_boxed
 
 GAME_IDS = gem_core.list_envs("game:*")
 GAMES = sorted({i.split(":")[1].split("-v1")[0] for i in GAME_IDS if "-v1" in i})
@@ -24,6 +25,16 @@ def test_every_game_has_all_its_variants():
 @pytest.mark.parametrize("env_id", GAME_IDS)
 def test_check_env(env_id):
     gem_core.check_env(gem_core.make(env_id))
+
+
+@pytest.mark.parametrize("env_id", [f"game:{name}-v1{s}" for name in GAMES for s in ("", "-random")])
+def test_every_v1_game_has_a_scripted_solver_and_the_reference_games_none(env_id):
+    env = gem_core.make(env_id)
+    env.reset(seed=0)
+    assert extract_boxed(env.solve_action())  # through RandomDifficulty to the game it drew
+    reference = gem_core.make(env_id.replace("-v1", "-v0"))
+    reference.reset(seed=0)
+    assert reference.solve_action() is None
 
 
 @pytest.mark.parametrize("env_id", [f"game:{name}-v1-easy" for name in GAMES])
