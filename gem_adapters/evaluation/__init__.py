@@ -20,6 +20,9 @@ Metrics per env (and their mean over envs):
   ``prompt_tokens`` / ``completion_tokens``  per episode: the context each turn was generated from,
                          summed over turns (what an API bills), and the generated tokens; None for
                          agents that do not use tokens
+``success_rate``, ``mean_return``, ``mean_turns``, ``format_error_rate`` and ``completion_tokens`` are
+``gem_adapters.episode_stats``'s ``success_rate``, ``return``, ``turns``, ``format_error_rate`` and
+``generated_tokens_per_episode`` of the env's episodes.
 
 Output folder: ``trajectories.jsonl`` (``gem_adapters.trajectory.read_jsonl`` reads it),
 ``metrics.json`` (numbers only, identical across deterministic reruns), ``report.md`` and the charts
