@@ -153,7 +153,7 @@ def make_vec(
     num_envs: int | None = None,
     *,
     wrappers: Iterable[Callable[[Env], Env]] = (),
-    asynchronous: bool = True,
+    asynchronous: bool | None = None,
     env_kwargs: dict[str, Any] | None = None,
     backend: str | None = None,
     vec_kwargs: Sequence[dict[str, Any]] | None = None,
@@ -163,27 +163,26 @@ def make_vec(
 ):
     """A vector env of ``num_envs`` copies of one id, or one env per id in a list.
 
-    ``wrappers`` are applied in order to each env. ``backend`` is ``"sync"``, ``"threads"`` (a thread
-    per env, I/O-bound steps overlap), ``"processes"`` (worker processes, CPU-bound steps in parallel)
-    or ``"ray"`` (Ray actors); without it, ``asynchronous`` picks threads over sync. ``vector_kwargs`` go
-    to the vector env (``autoreset_mode``, ``step_timeout``, and per backend e.g. ``num_workers``).
-    The env factories pickle (for the process and Ray backends) when the wrappers do.
+    ``wrappers`` are applied in order to each env. ``backend`` is ``"sync"``, ``"threads"`` (the
+    default: a thread per env, I/O-bound steps overlap), ``"processes"`` (worker processes, CPU-bound
+    steps in parallel) or ``"ray"`` (Ray actors). ``asynchronous`` is a deprecated alias: ``True`` is
+    ``"threads"``, ``False`` is ``"sync"`` (``gem_core.vector.backends.resolve_backend``).
+    ``vector_kwargs`` go to the vector env (``autoreset_mode``, ``step_timeout``, and per backend
+    e.g. ``num_workers``). The env factories pickle (for the process and Ray backends) when the
+    wrappers do.
 
     The reference GEM's form ``make_vec(ids, wrappers=..., vec_kwargs=..., async_mode=..., seed=...)``
-    works too: ``vec_kwargs`` is one dict of constructor kwargs per env, ``async_mode`` means
-    ``asynchronous``, ``seed`` builds env ``i`` with ``seed=seed + i`` (unless its ``vec_kwargs`` name
-    one; see ``EnvSpec.make``), and a call that uses any of the three gets the reference's autoreset,
-    ``autoreset_mode="same_step"``, unless it names one.
+    works too: ``vec_kwargs`` is one dict of constructor kwargs per env, ``async_mode`` is the
+    reference's name for the backend (``True`` is ``"threads"``, ``False`` is ``"sync"``), ``seed``
+    builds env ``i`` with ``seed=seed + i`` (unless its ``vec_kwargs`` name one; see ``EnvSpec.make``),
+    and a call that uses any of the three gets the reference's autoreset, ``autoreset_mode="same_step"``,
+    unless it names one.
     """
-    from gem_core.vector import BACKENDS
+    from gem_core.vector.backends import BACKENDS, resolve_backend
 
+    name = resolve_backend(backend, async_mode=async_mode, asynchronous=asynchronous)
     if vec_kwargs is not None or async_mode is not None or seed is not None:
         vector_kwargs.setdefault("autoreset_mode", "same_step")
-    if async_mode is not None:
-        asynchronous = async_mode
-    name = backend or ("threads" if asynchronous else "sync")
-    if name not in BACKENDS:
-        raise ValueError(f"unknown vector env backend {name!r}; choose from {sorted(BACKENDS)}")
     if isinstance(env_ids, str):
         ids = [env_ids] * (num_envs or 1)
     else:

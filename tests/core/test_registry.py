@@ -62,7 +62,7 @@ def test_make_vec_builds_sync_or_async_with_wrappers():
     assert all(isinstance(e, TimeLimit) for e in vec.envs)
     vec.close()
     mixed = gem_core.make_vec(
-        ["game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1-hard"], asynchronous=False
+        ["game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1-hard"], backend="sync"
     )
     assert isinstance(mixed, SyncVectorEnv)
     assert [e.spec.id for e in mixed.envs] == ["game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1-hard"]
