@@ -10,8 +10,8 @@
 #   GEM_VENV=.venv-roll bash scripts/install.sh roll
 #   .venv-roll/bin/pip install torch==2.13.0 'ray[default]==2.60.0' 'TransferQueue==0.1.6' 'datasets==3.1.0' \
 #     'pyarrow<21' 'pandas<3' tensordict codetiming dacite more_itertools pybase64 peft accelerate tyro jsonlines \
-#     deprecated einops omegaconf gymnasium loralib sympy imageio openai opentelemetry-api opentelemetry-sdk \
-#     opentelemetry-exporter-otlp
+#     deprecated einops omegaconf gymnasium loralib sympy imageio openai uvicorn fastapi opentelemetry-api \
+#     opentelemetry-sdk opentelemetry-exporter-otlp
 # SmolLM2's tokenizer comes from the gem_core cache (~/.cache/gem_core/SmolLM2-135M-Instruct; .venv builds it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
