@@ -1,0 +1,58 @@
+"""Supervised warm-up data: episodes played by a scripted player, tokenised as a policy would have played them.
+
+A short supervised pass over such episodes teaches a small model the rules of a game (the move format,
+what the feedback means) before RL teaches it to win; ``examples/train_trl.py`` runs one with TRL's
+``SFTTrainer``. Each scripted action is encoded as the model would have generated it (the action's text,
+then the template's end-of-turn token), so ``Episode.to_sequence()`` gives the ids and the loss mask
+(1 on the actions only) exactly as for sampled episodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gem_adapters.trajectory import ChatRenderer, Episode, as_observation
+
+Player = Callable[[Any], str]  # the innermost game -> the next action's text
+
+
+def scripted_episodes(
+    env_id: str,
+    seeds: Sequence[int],
+    renderer: ChatRenderer,
+    player: Player,
+    *,
+    max_turns: int | None = None,
+) -> list[Episode]:
+    """Play one episode per seed with ``player`` (given the unwrapped env, returning the action text)."""
+    from gem_core import make
+
+    if not renderer.stop_token_ids:
+        raise ValueError("the renderer's template has no end-of-turn token to end a scripted action with")
+    stop = renderer.stop_token_ids[0]
+    episodes = []
+    for seed in seeds:
+        env = make(env_id)
+        observation, _ = env.reset(seed=seed)
+        builder = renderer.start(as_observation(observation), env_id=env_id, seed=seed)
+        turns = 0
+        while not builder.done and (max_turns is None or turns < max_turns):
+            builder.context()
+            text = builder.add_action([*renderer.encode(player(env.unwrapped)), stop])
+            observation, reward, terminated, truncated, info = env.step(text)
+            builder.add_feedback(as_observation(observation), reward, terminated, truncated, info)
+            turns += 1
+        episodes.append(builder.finish(None if builder.done else "max_turns"))
+        env.close()
+    return episodes
+
+
+def sft_rows(episodes: Sequence[Episode]) -> list[dict[str, list[int]]]:
+    """``{"input_ids", "assistant_masks"}`` per episode: the pre-tokenised form TRL's ``SFTTrainer`` takes
+    (the loss then falls on the actions only)."""
+    rows = []
+    for episode in episodes:
+        sequence = episode.to_sequence()
+        rows.append({"input_ids": sequence.token_ids, "assistant_masks": sequence.loss_mask})
+    return rows
