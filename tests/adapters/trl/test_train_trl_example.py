@@ -26,8 +26,8 @@ def example():
     return module
 
 
-def test_one_tiny_step_writes_metrics_curve_and_trajectories(example, tmp_path):
-    args = example.Args(
+def tiny_args(example, output_dir, **overrides):
+    settings = dict(
         model="tiny",
         total_steps=1,
         episodes_per_step=4,
@@ -36,21 +36,33 @@ def test_one_tiny_step_writes_metrics_curve_and_trajectories(example, tmp_path):
         max_turn_tokens=4,
         eval_episodes=2,
         trajectories_per_step=3,
-        output_dir=str(tmp_path),
+        warmup_episodes=4,
+        warmup_batch_size=2,
+        output_dir=str(output_dir),
     )
+    return example.Args(**{**settings, **overrides})
+
+
+def test_one_tiny_step_writes_metrics_curve_and_trajectories(example, tmp_path):
+    args = tiny_args(example, tmp_path)
     example.main(args)
 
     with open(tmp_path / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["split"], r["step"]) for r in rows] == [("eval", "0"), ("train", "1"), ("eval", "1")]
-    train = rows[1]
+    assert [(r["split"], r["phase"], r["step"]) for r in rows] == [
+        ("eval", "start", "0"),
+        ("eval", "warmup", "0"),
+        ("train", "rl", "1"),
+        ("eval", "end", "1"),
+    ]
+    train = rows[2]
     # A random model never writes \boxed{}: every turn is a format error, every episode runs 4 turns.
     assert float(train["format_error_rate"]) == 1.0 and float(train["turns"]) == 4.0
     assert float(train["return"]) == pytest.approx(-0.4)
     assert float(train["tokens_per_s"]) > 0 and float(train["step_s"]) > 0
 
     episodes = read_jsonl(tmp_path / "trajectories.jsonl")
-    assert [e.info["split"] for e in episodes] == ["eval"] * 2 + ["train"] * 3 + ["eval"] * 2
+    assert [e.info["split"] for e in episodes] == ["eval"] * 4 + ["train"] * 3 + ["eval"] * 2
     assert all(e.env_id == "game:GuessTheNumber-v1-easy" and e.num_turns == 4 for e in episodes)
     assert all(len(t.action_ids) <= 4 for e in episodes for t in e.turns)
     # The worked example is context before the first observation (template tokens, no loss).
@@ -59,6 +71,31 @@ def test_one_tiny_step_writes_metrics_curve_and_trajectories(example, tmp_path):
 
     png = (tmp_path / "learning_curve.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+TIMINGS = {"wall_s", "step_s", "tokens_per_s"}
+
+
+def test_a_run_is_deterministic_for_its_seed(example, tmp_path):
+    """Warm-up, sampling, advantages and the update: the same seed gives the same metrics and episodes."""
+    runs = []
+    for name in ("first", "second"):
+        # temperature 1 and a few more tokens, so sampling and the update have something to differ on
+        example.main(tiny_args(example, tmp_path / name, max_turn_tokens=6, learning_rate=1e-3))
+        with open(tmp_path / name / "metrics.csv") as f:
+            rows = [{k: v for k, v in row.items() if k not in TIMINGS} for row in csv.DictReader(f)]
+        actions = [
+            [t.action_ids for t in e.turns] for e in read_jsonl(tmp_path / name / "trajectories.jsonl")
+        ]
+        runs.append((rows, actions))
+    assert runs[0] == runs[1]
+    assert float(runs[0][0][2]["grad_norm"]) > 0  # the step really updated the weights
+    other = tiny_args(example, tmp_path / "other-seed", max_turn_tokens=6, learning_rate=1e-3, seed=1)
+    example.main(other)
+    actions = [
+        [t.action_ids for t in e.turns] for e in read_jsonl(tmp_path / "other-seed" / "trajectories.jsonl")
+    ]
+    assert actions != runs[0][1]
 
 
 def test_gpu_flags_parse(example):

@@ -202,7 +202,7 @@ def test_the_example_trains_smollm2_with_use_vllm(tmp_path):
     """``examples/train_trl.py --use-vllm`` end to end: SmolLM2-135M (head size 64) in TRL's colocated
     engine, two steps (two syncs), in a process of its own (one vLLM engine per process)."""
     example = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "train_trl.py")
-    flags = "--use-vllm --vllm-gpu-memory-utilization 0.05 --total-steps 2 --episodes-per-step 2"
+    flags = "--use-vllm --vllm-gpu-memory-utilization 0.05 --warmup-episodes 0 --total-steps 2 --episodes-per-step 2"
     flags += f" --micro-batch-size 2 --num-generations 2 --max-turn-tokens 4 --eval-episodes 0 --output-dir {tmp_path}"
     # TRL's colocate mode exported the fixture's torch.distributed variables: a new run picks its own.
     env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED_VARIABLES}
