@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import gem_core
-from gem_adapters.evaluation import EvalConfig, evaluate, load_agent, scripted_solver
+from gem_adapters.evaluation import EvalConfig, evaluate, has_solver, load_agent
 from gem_core.envs.games import ALIASES
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -43,11 +43,11 @@ def baseline_envs() -> list[str]:
     return games + tasks
 
 
-def has_solver(env_id: str) -> bool:
+def solvable(env_id: str) -> bool:
     env = gem_core.make(env_id)
     try:
         env.reset(seed=0)
-        return scripted_solver(env) is not None
+        return has_solver(env)
     finally:
         env.close()
 
@@ -127,7 +127,7 @@ def main() -> None:
         for group in groups([e for e in envs if e not in broken]):
             todo = [e for e in group if name not in results.get(e, {})]
             if name == "solver":
-                for env_id in [e for e in todo if not has_solver(e)]:
+                for env_id in [e for e in todo if not solvable(e)]:
                     results.setdefault(env_id, {})[name] = {"skipped": "no scripted solver"}
                     todo.remove(env_id)
             if not todo:

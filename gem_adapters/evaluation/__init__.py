@@ -39,7 +39,6 @@ from gem_adapters.evaluation.agents import (
     innermost_game,
     load_agent,
     random_agent,
-    scripted_solver,
     solver_agent,
 )
 from gem_adapters.evaluation.config import DEFAULT_SYSTEM_PROMPT, TOOL_NAMES, EvalConfig, EvalResult
@@ -71,7 +70,6 @@ __all__ = [
     "random_agent",
     "resolve_env_ids",
     "run_episodes",
-    "scripted_solver",
     "solver_agent",
     "table_rows",
     "text_table",

@@ -55,11 +55,6 @@ def has_solver(env: Env) -> bool:
     return type(innermost_game(env)).solve_action is not Env.solve_action
 
 
-def scripted_solver(env: Env) -> Callable[[Env], str] | None:
-    """The solver of the game in play as a function of that game (``innermost_game(env)``), or None."""
-    return type(innermost_game(env)).solve_action if has_solver(env) else None
-
-
 def solver_agent() -> Agent:
     def act(env: Env) -> str:
         action = env.solve_action()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import random
 
-from gem_adapters.evaluation import innermost_game, scripted_solver
-
 END_OF_TURN = "<|im_end|>"  # ROLL decodes responses with special tokens kept
 
 
@@ -15,7 +13,7 @@ def agent_action(env, agent: random.Random, p_random: float) -> str:
     game = env.gem_core_env
     if agent.random() < p_random:
         return game.sample_random_action()
-    return scripted_solver(game)(innermost_game(game))
+    return game.solve_action()
 
 
 def play(env, seed: int, agent: random.Random, p_random: float) -> list[float]:
