@@ -61,9 +61,7 @@ def test_make_vec_builds_sync_or_async_with_wrappers():
     assert isinstance(vec, AsyncVectorEnv) and len(vec) == 3
     assert all(isinstance(e, TimeLimit) for e in vec.envs)
     vec.close()
-    mixed = gem_core.make_vec(
-        ["game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1-hard"], backend="sync"
-    )
+    mixed = gem_core.make_vec(["game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1-hard"], backend="sync")
     assert isinstance(mixed, SyncVectorEnv)
     assert [e.spec.id for e in mixed.envs] == ["game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1-hard"]
     with pytest.raises(EnvNotFoundError):
