@@ -39,7 +39,10 @@ def scripted_episodes(
         turns = 0
         while not builder.done and (max_turns is None or turns < max_turns):
             builder.context()
-            text = builder.add_action([*renderer.encode(player(env.unwrapped)), stop])
+            move = player(env.unwrapped)
+            if not isinstance(move, str):
+                raise ValueError(f"the scripted player gave {move!r} on {env_id} (an env without a solver?)")
+            text = builder.add_action([*renderer.encode(move), stop])
             observation, reward, terminated, truncated, info = env.step(text)
             builder.add_feedback(as_observation(observation), reward, terminated, truncated, info)
             turns += 1

@@ -51,3 +51,9 @@ def test_a_template_without_an_end_of_turn_token_is_refused(tokenizer):
     renderer.stop_token_ids = ()
     with pytest.raises(ValueError, match="end-of-turn"):
         scripted_episodes("game:GuessTheNumber-v1-easy", [0], renderer, solver)
+
+
+def test_an_env_without_a_solver_is_a_clear_error(tokenizer):
+    renderer = ChatRenderer(tokenizer)
+    with pytest.raises(ValueError, match="without a solver"):
+        scripted_episodes("game:GuessTheNumber-v0-easy", [0], renderer, solver)  # the reference game has none
