@@ -36,8 +36,13 @@ ARMS: dict[str, list[str]] = {
 }
 
 
+def run_prefix(arm: str) -> str:
+    """The arm's run folders are ``<prefix><seed>``."""
+    return f"{arm.replace(' ', '_').replace('(', '').replace(')', '')}-seed"
+
+
 def run_dir(runs: Path, arm: str, seed: int) -> Path:
-    return runs / f"{arm.replace(' ', '_').replace('(', '').replace(')', '')}-seed{seed}"
+    return runs / f"{run_prefix(arm)}{seed}"
 
 
 def finished(directory: Path) -> bool:
@@ -77,9 +82,7 @@ def summary(values: list[float]) -> str:
 def summarize(runs: Path, arms: list[str]) -> list[dict]:
     table = []
     for arm in arms:
-        directories = sorted(
-            d for d in runs.glob(run_dir(runs, arm, 0).name[: -len("0")] + "*") if finished(d)
-        )
+        directories = sorted(d for d in runs.glob(f"{run_prefix(arm)}*") if finished(d))
         if not directories:
             continue
         per_run = []

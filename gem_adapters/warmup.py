@@ -36,16 +36,13 @@ def scripted_episodes(
         env = make(env_id)
         observation, _ = env.reset(seed=seed)
         builder = renderer.start(as_observation(observation), env_id=env_id, seed=seed)
-        turns = 0
-        while not builder.done and (max_turns is None or turns < max_turns):
-            builder.context()
+        while not builder.done and (max_turns is None or len(builder.episode.turns) < max_turns):
             move = player(env.unwrapped)
             if not isinstance(move, str):
                 raise ValueError(f"the scripted player gave {move!r} on {env_id} (an env without a solver?)")
             text = builder.add_action([*renderer.encode(move), stop])
             observation, reward, terminated, truncated, info = env.step(text)
             builder.add_feedback(as_observation(observation), reward, terminated, truncated, info)
-            turns += 1
         episodes.append(builder.finish(None if builder.done else "max_turns"))
         env.close()
     return episodes
