@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import random
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,9 @@ from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bootstrap import bootstrap  # noqa: E402
+
 ARMS: dict[str, list[str]] = {
     "default": [],
     "warm-up 16 games": ["--warmup-episodes", "16"],
@@ -60,13 +62,6 @@ def play(runs: Path, arm: str, seed: int) -> None:
     started = time.perf_counter()
     subprocess.run(command, check=True, cwd=ROOT)
     (directory / "time.txt").write_text(f"{time.perf_counter() - started:.0f}\n")
-
-
-def bootstrap(values: list[float], rounds: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of the mean, resampling the seeds."""
-    rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(rounds))
-    return means[int(0.025 * rounds)], means[int(0.975 * rounds) - 1]
 
 
 def summary(values: list[float]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import statistics
 import sys
 from pathlib import Path
 
@@ -51,6 +52,34 @@ def test_range_hints_bracket_the_target():
             if not done:
                 low, high = map(int, observation.split("between ")[1].split(".")[0].split(" and "))
                 assert low <= target <= high and (low, high) == (env.unwrapped.low, env.unwrapped.high)
+
+
+def test_first_guess_metrics_find_the_midpoints_of_each_range():
+    from gem_adapters.trajectory import Episode, Turn
+
+    def episode(env_id: str, first_move: str) -> Episode:
+        turn = Turn(action=first_move, observation="", reward=0.0, info={}, prompt_ids=[], action_ids=[])
+        return Episode(env_id=env_id, seed=0, turns=[turn])
+
+    on_50 = [episode("game:GuessTheNumber-v1-learn-range50", f"\\boxed{{{g}}}") for g in (25, 26, 1, 50)]
+    metrics = train.first_guess_metrics(on_50)
+    assert metrics["first_guess_midpoint"] == 0.5  # 25 and 26 halve 1-50; 1 and 50 do not
+    assert metrics["first_guess_distance"] == statistics.mean([0.5, 0.5, 24.5, 24.5])
+    on_10 = [episode("game:GuessTheNumber-v1-learn", m) for m in ("\\boxed{5}", "\\boxed{9}", "no move")]
+    assert train.first_guess_metrics(on_10) == {"first_guess_distance": 2.0, "first_guess_midpoint": 0.5}
+    hangman = train.first_guess_metrics([episode("game:Hangman-v1-easy", "\\boxed{5}")])
+    assert all(v != v for v in hangman.values())  # NaN: not a number-guessing game
+
+
+def test_reference_turns_of_the_discount_experiment():
+    sys.path.insert(0, LEARNING)
+    import experiments
+
+    turns = experiments.reference_turns("guess50", games=300)
+    # 2 (1 + 1/n) H_n - 3 = 6.18 for the uniform player, ~log2(n) - 1 for binary search, n = 50
+    assert 5.9 < turns["warmup_player"] < 6.5 and 4.6 < turns["binary_search"] < 5.0
+    assert turns["binary_search_max"] == 6 and round(turns["log2_range_plus_1"], 2) == 6.64
+    del sys.modules["experiments"]
 
 
 def test_hangman_warmup_player_never_repeats_a_letter():

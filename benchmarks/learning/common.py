@@ -89,6 +89,9 @@ class PickSeven(gem_core.Env):
 
 
 GUESS_1_10 = {"min_number": 1, "max_number": 10, "max_turns": 10}
+# Binary search needs at most 6 guesses on 1-50, the warm-up player ~6.2 on average; 12 turns let
+# both win, so only the discount rewards speed.
+GUESS_1_50 = {"min_number": 1, "max_number": 50, "max_turns": 12}
 LEARNING_ENVS = {  # id -> (entry point, description, constructor kwargs)
     "game:GuessTheNumber-v1-learn": (
         GuessTheNumberEnv,
@@ -99,6 +102,11 @@ LEARNING_ENVS = {  # id -> (entry point, description, constructor kwargs)
         GuessTheNumberWithRange,
         "game:GuessTheNumber-v1-learn whose hints also state the remaining range.",
         GUESS_1_10,
+    ),
+    "game:GuessTheNumber-v1-learn-range50": (
+        GuessTheNumberWithRange,
+        "GuessTheNumber 1-50 with 12 turns whose hints also state the remaining range.",
+        GUESS_1_50,
     ),
     "learn:PickSeven-v0": (PickSeven, "One guess from 1 to 10; only 7 scores.", {}),
     "rg:sum-learn": (
@@ -127,6 +135,7 @@ _register()
 TASKS = {
     "guess": Task("game:GuessTheNumber-v1-learn", _guess_warmup),
     "guess_range": Task("game:GuessTheNumber-v1-learn-range", _guess_warmup),
+    "guess50": Task("game:GuessTheNumber-v1-learn-range50", _guess_warmup),
     "hangman": Task("game:Hangman-v1-easy", _hangman_warmup),
     "sum": Task("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
     "pick": Task("learn:PickSeven-v0", lambda env, rng: f"\\boxed{{{rng.randint(1, 10)}}}"),

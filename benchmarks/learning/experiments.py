@@ -1,24 +1,27 @@
 """The learning experiments of the GEM paper, in small: run them, then plot them.
 
-    python benchmarks/learning/experiments.py run discount credit critic --seeds 0 1 2 --workers 2
-    python benchmarks/learning/experiments.py plot discount credit critic adapters
+    python benchmarks/learning/experiments.py run adapters discount credit critic --seeds 0 1 2 --workers 2
+    python benchmarks/learning/experiments.py plot adapters discount credit critic hangman
 
-``run`` trains every arm of the named experiments for every seed through ``train.py`` (one process
-per run, ``OMP_NUM_THREADS=1``, ``--workers`` at a time; a run whose CSV exists is skipped, so runs
-shared by two experiments train once). ``plot`` writes, per experiment, ``<name>.png`` (mean over
-seeds, shaded min-max, of a 5-step moving average; the arms of a task are cut to the steps they
-all ran) and ``<name>.csv`` (per arm and seed: the mean
-of the first and of the last ``window`` steps, a quarter of the run and at most 10) under
-``benchmarks/results/learning/``.
+``run`` trains every arm of the named experiments for every seed through ``train.py`` (or
+``verl_cpu.py``), one process per run with ``OMP_NUM_THREADS=1``, ``--workers`` at a time, for
+``STEPS[task]`` optimizer steps unless ``--steps`` says otherwise; a run whose CSV exists is skipped,
+so runs shared by two experiments train once. ``plot`` writes, per experiment, ``<name>.png`` (mean
+over seeds, shaded min-max, of a 5-step moving average; the arms of a task are cut to the steps they
+all ran) and ``<name>.csv`` (per arm and seed: the mean of the first and of the last ``window``
+steps, a quarter of the run and at most 10), and prints per arm the mean over seeds with a 95%
+bootstrap interval over seeds, under ``benchmarks/results/learning/``.
 
-1. ``discount``: GuessTheNumber 1-10 (10 turns), ReBN with gamma 0.9 vs 1.0; with the remaining
-   range stated in each hint (``guess_range``) and without (``guess``).
-2. ``credit``: Hangman (dense per-letter rewards), ReBN vs turn-agnostic GRPO vs REINFORCE (no baseline).
-3. ``adapters``: Hangman, ReBN through TRL (``credit``'s runs) and through verl's own agent loop,
-   advantage and loss code on CPU (``verl_cpu.py``).
-0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``).
+1. ``discount``: GuessTheNumber 1-50 (12 turns, remaining range stated in each hint), ReBN with
+   gamma 0.9 vs 1.0: success, turns to solve, first guess at the midpoint.
+2. ``credit``: GuessTheNumber 1-10 with the range stated (a -0.1 penalty on each illegal turn), ReBN
+   vs turn-agnostic GRPO vs REINFORCE (no baseline) vs ReBN with every episode weighted equally.
+3. ``adapters``: the same ReBN run through TRL (``credit``'s runs) and through verl's own agent
+   loop, advantage and loss code on CPU (``verl_cpu.py``).
 4. ``critic``: PPO with a turn-level critic (GAE, ``GEMPPOTrainer``) vs GRPO vs ReBN on a single-turn
-   task (``sum``) and on Hangman.
+   task (``pick``) and on GuessTheNumber 1-10 with the range stated.
+0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
+   ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
 
 from __future__ import annotations
@@ -33,8 +36,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from bootstrap import bootstrap  # noqa: E402
+
 RESULTS = HERE.parent / "results" / "learning"
-RUNS = RESULTS / "runs"
+RUNS = RESULTS / "curves"
+
+
+# Optimizer steps per run, by task: where the curves had flattened in trial runs, within the budget
+# of one session for 3 seeds of every arm.
+STEPS = {"guess50": 60, "guess_range": 60, "hangman": 80, "pick": 40}
 
 
 def arm(task: str, estimator: str, gamma: float = 0.9, trainer: str = "train.py", **flags: str) -> dict:
@@ -42,17 +53,22 @@ def arm(task: str, estimator: str, gamma: float = 0.9, trainer: str = "train.py"
 
 
 EXPERIMENTS = {
-    "discount": [arm(t, "rebn", g) for t in ("guess_range", "guess") for g in (0.9, 1.0)],
-    "credit": [arm("hangman", e) for e in ("rebn", "grpo", "reinforce")],
-    "adapters": [arm("hangman", "rebn"), arm("hangman", "rebn", trainer="verl_cpu.py")],
-    "critic": [arm(t, e) for t in ("sum", "hangman") for e in ("gae", "grpo", "rebn")],
+    "discount": [arm("guess50", "rebn", g) for g in (0.9, 1.0)],
+    "credit": [arm("guess_range", e) for e in ("rebn", "grpo", "reinforce", "rebn_per_episode")],
+    "adapters": [arm("guess_range", "rebn"), arm("guess_range", "rebn", trainer="verl_cpu.py")],
+    "critic": [
+        *(arm("pick", e, policy="guess_range") for e in ("gae", "grpo", "rebn")),
+        *(arm("guess_range", e) for e in ("gae", "grpo", "rebn")),
+    ],
+    "hangman": [arm("hangman", "rebn")],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
-    "discount": ["success_rate", "turns_to_solve", "first_guess_distance", "invalid_rate"],
-    "credit": ["success_rate", "return", "invalid_rate"],
-    "adapters": ["success_rate", "return", "invalid_rate"],
-    "critic": ["success_rate", "return"],
+    "discount": ["success_rate", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
+    "credit": ["success_rate", "return", "turns", "invalid_rate"],
+    "adapters": ["success_rate", "return", "turns", "invalid_rate"],
+    "critic": ["success_rate", "return", "invalid_rate"],
+    "hangman": ["success_rate", "return", "invalid_rate", "entropy"],
     "signal": ["success_rate", "invalid_rate"],
 }
 
@@ -68,7 +84,8 @@ def run_path(a: dict, seed: int) -> Path:
     return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}-seed{seed}.csv"
 
 
-def command(a: dict, seed: int, steps: int) -> list[str]:
+def command(a: dict, seed: int, steps: int | None) -> list[str]:
+    steps = steps or STEPS.get(a["task"], 40)
     return [
         sys.executable, str(HERE / a["trainer"]), "--task", a["task"], "--estimator", a["estimator"],
         "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps),
@@ -76,7 +93,9 @@ def command(a: dict, seed: int, steps: int) -> list[str]:
     ]  # fmt: skip
 
 
-def run(names: list[str], seeds: list[int], steps: int, workers: int, tasks: list[str] | None = None) -> None:
+def run(
+    names: list[str], seeds: list[int], steps: int | None, workers: int, tasks: list[str] | None = None
+) -> None:
     jobs = {}
     for name in names:
         for a in EXPERIMENTS[name]:
@@ -90,6 +109,7 @@ def run(names: list[str], seeds: list[int], steps: int, workers: int, tasks: lis
 
     def one(cmd: list[str]) -> None:
         log = Path(cmd[-1]).with_suffix(".log")
+        log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "w") as f:
             f.write(" ".join(cmd[1:]) + "\n")
             f.flush()
@@ -186,19 +206,65 @@ def plot(names: list[str]) -> None:
                 writer = csv.DictWriter(f, list(summary[0]))
                 writer.writeheader()
                 writer.writerows(summary)
-            print(f"== {name} (mean over seeds of the first / last `window` steps)")
+            print(
+                f"== {name}: mean over seeds of the first / last `window` steps [95% bootstrap interval over seeds]"
+            )
             for arm_label in dict.fromkeys(r["arm"] for r in summary):
                 rows = [r for r in summary if r["arm"] == arm_label]
-                cells = [
-                    f"{k} {statistics.mean(r[f'{k}_first'] for r in rows):.3f} -> "
-                    f"{statistics.mean(r[f'{k}_last'] for r in rows):.3f}"
-                    for k in metrics
-                ]
                 steps = "/".join(str(r["steps"]) for r in rows)
+                print(f"{arm_label} ({len(rows)} seeds, {steps} steps, window {rows[0]['window']}):")
+                for k in metrics:
+                    print(
+                        f"    {k:22s} {interval([r[f'{k}_first'] for r in rows])} -> {interval([r[f'{k}_last'] for r in rows])}"
+                    )
+        if name == "discount":
+            for task in tasks:
+                ref = reference_turns(task)
                 print(
-                    f"{arm_label:34s} seeds {len(rows)} ({steps} steps, window {rows[0]['window']}): "
-                    + "; ".join(cells)
+                    f"{task}: mean turns to solve: warm-up player (uniform among the numbers the hints allow) "
+                    f"{ref['warmup_player']:.2f}, binary search {ref['binary_search']:.2f} (at most "
+                    f"{ref['binary_search_max']}); log2(range)+1 = {ref['log2_range_plus_1']:.2f}"
                 )
+
+
+def interval(values: list[float]) -> str:
+    values = [v for v in values if v == v]
+    if not values:
+        return "-"
+    text = f"{statistics.mean(values):.3f}"
+    if len(values) >= 3:
+        low, high = bootstrap(values)
+        text += f" [{low:.3f}, {high:.3f}]"
+    return text
+
+
+def reference_turns(task: str, games: int = 2000) -> dict[str, float]:
+    """Turns to solve ``games`` games of ``task``: mean for the warm-up player, mean and most for binary
+    search (the env's solver), and log2(range)+1."""
+    import math
+
+    from common import LEARNING_ENVS, TASKS, scripted_games
+
+    import gem_core
+
+    kwargs = LEARNING_ENVS[TASKS[task].env_id][2]
+    size = kwargs["max_number"] - kwargs["min_number"] + 1
+    warmup = statistics.mean(len(moves) for _, moves in scripted_games(TASKS[task], games, seed=7))
+    with gem_core.make(TASKS[task].env_id) as env:
+        solver = []
+        for seed in range(games):
+            env.reset(seed=seed)
+            turns, done = 0, False
+            while not done:
+                _, _, terminated, truncated, _ = env.step(env.solve_action())
+                turns, done = turns + 1, terminated or truncated
+            solver.append(turns)
+    return {
+        "warmup_player": warmup,
+        "binary_search": statistics.mean(solver),
+        "binary_search_max": max(solver),
+        "log2_range_plus_1": math.log2(size) + 1,
+    }
 
 
 if __name__ == "__main__":
@@ -208,7 +274,7 @@ if __name__ == "__main__":
     parser.add_argument("action", choices=["run", "plot"])
     parser.add_argument("experiments", nargs="+", choices=sorted(EXPERIMENTS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, help="steps of every run (default: STEPS by task)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--tasks", nargs="+", help="only the arms on these tasks")
     cli = parser.parse_args()

@@ -25,7 +25,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import TASKS, PolicySpec, warmed_up_policy
+from common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
 
 from gem_core.parsing import extract_boxed
 
@@ -56,7 +56,7 @@ class RunConfig:
 TASK_SEEDS_PER_RUN = 1_000_000
 COLUMNS = [
     "step", "wall_s", "success_rate", "return", "turns", "turns_to_solve", "invalid_rate",
-    "first_guess_distance", "loss", "entropy", "critic_loss",
+    "first_guess_distance", "first_guess_midpoint", "loss", "entropy", "critic_loss",
 ]  # fmt: skip
 
 
@@ -68,7 +68,7 @@ def batch_metrics(episodes) -> dict[str, float]:
         "return": statistics.mean(e.total_reward for e in episodes),
         "turns": len(turns) / len(episodes),
         "turns_to_solve": statistics.mean(solved) if solved else float("nan"),
-        "first_guess_distance": first_guess_distance(episodes),
+        **first_guess_metrics(episodes),
         "invalid_rate": sum(bool(t.info.get("invalid_move") or t.info.get("format_error")) for t in turns)
         / max(len(turns), 1),
     }
@@ -105,16 +105,23 @@ class RunLog:
             )
 
 
-def first_guess_distance(episodes) -> float:
-    """GuessTheNumber 1-10: mean distance of the first guess from the middle, 5.5 (binary search: 0.5;
-    a uniformly random first guess: 2.5); NaN for other envs."""
-    firsts = [
-        extract_boxed(e.turns[0].action)
-        for e in episodes
-        if e.env_id.startswith("game:GuessTheNumber-v1-learn")
-    ]
-    numbers = [int(g) for g in firsts if g is not None and g.strip().isdigit()]
-    return statistics.mean(abs(n - 5.5) for n in numbers) if numbers else float("nan")
+def first_guess_metrics(episodes) -> dict[str, float]:
+    """GuessTheNumber: the first guesses' mean distance from the middle of the range, and the fraction
+    that are a midpoint (a binary search's first guess; two midpoints when the range has an even size).
+    On 1-10 a uniformly random first guess is 2.5 from the middle, a midpoint 1 time in 5. NaN for
+    other envs."""
+    firsts = []
+    for e in episodes:
+        _, _, kwargs = LEARNING_ENVS.get(e.env_id, (None, None, {}))
+        guess = extract_boxed(e.turns[0].action) if "min_number" in kwargs else None
+        if guess is not None and guess.strip().isdigit():
+            firsts.append(abs(int(guess) - (kwargs["min_number"] + kwargs["max_number"]) / 2))
+    if not firsts:
+        return {"first_guess_distance": float("nan"), "first_guess_midpoint": float("nan")}
+    return {
+        "first_guess_distance": statistics.mean(firsts),
+        "first_guess_midpoint": sum(d <= 0.5 for d in firsts) / len(firsts),
+    }
 
 
 def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:

@@ -1,10 +1,9 @@
 """The learning experiment through the verl adapter, on CPU, with verl's own trainer components.
 
-    python benchmarks/learning/verl_cpu.py --seed 0 --steps 100 --out benchmarks/results/learning/adapters/verl-rebn-seed0.csv
-    python benchmarks/learning/verl_cpu.py --seed 1 --steps 100 --out benchmarks/results/learning/adapters/verl-rebn-seed1.csv
-    python benchmarks/learning/verl_cpu.py --seed 2 --steps 100 --out benchmarks/results/learning/adapters/verl-rebn-seed2.csv
+    python benchmarks/learning/verl_cpu.py --task guess_range --seed 0 --steps 60 --out benchmarks/results/learning/adapters/verl-rebn-seed0.csv
 
-The hyperparameters are ``train.py``'s ``RunConfig`` (Hangman by default; ``episodes_per_step``
+(``experiments.py run adapters`` runs it for every seed.) The hyperparameters are ``train.py``'s
+``RunConfig`` (Hangman unless ``--task`` says otherwise; ``episodes_per_step``
 episodes, ``num_generations`` per task seed, seeds disjoint per step and per run seed as in
 ``train.py``; temperature 1; ``gem_<estimator>`` with ``gamma``; one AdamW step per batch at
 ``learning_rate`` after ``warmup_steps`` of linear warm-up, gradient clip 1.0, no weight decay),
