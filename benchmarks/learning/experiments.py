@@ -60,6 +60,7 @@ EXPERIMENTS = {
         *(arm("pick", e, policy="guess_range") for e in ("gae", "grpo", "rebn")),
         *(arm("guess_range", e) for e in ("gae", "grpo", "rebn")),
     ],
+    "credit_lr": [arm("guess_range", e, learning_rate="1e-4") for e in ("rebn", "grpo")],
     "hangman": [arm("hangman", "rebn")],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
@@ -68,6 +69,7 @@ METRICS = {  # what each experiment plots
     "credit": ["success_rate", "return", "turns", "invalid_rate"],
     "adapters": ["success_rate", "return", "turns", "invalid_rate"],
     "critic": ["success_rate", "return", "invalid_rate"],
+    "credit_lr": ["success_rate", "return", "turns", "invalid_rate"],
     "hangman": ["success_rate", "return", "invalid_rate", "entropy"],
     "signal": ["success_rate", "invalid_rate"],
 }
@@ -75,13 +77,15 @@ METRICS = {  # what each experiment plots
 
 def label(a: dict) -> str:
     via = "" if a["trainer"] == "train.py" else f" via {a['trainer'].removesuffix('_cpu.py')}"
-    return f"{a['task']} {a['estimator']} gamma={a['gamma']}{via}"
+    flags = "".join(f" {name}={value}" for name, value in a["flags"].items())
+    return f"{a['task']} {a['estimator']} gamma={a['gamma']}{flags}{via}"
 
 
 def run_path(a: dict, seed: int) -> Path:
     if a["trainer"] == "verl_cpu.py":  # the commands at the top of verl_cpu.py write there
         return RESULTS / "adapters" / f"verl-{a['estimator']}-seed{seed}.csv"
-    return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}-seed{seed}.csv"
+    flags = "".join(f"-{name}{value}" for name, value in a["flags"].items())
+    return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}{flags}-seed{seed}.csv"
 
 
 def command(a: dict, seed: int, steps: int | None) -> list[str]:
