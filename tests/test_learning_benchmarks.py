@@ -65,7 +65,10 @@ def test_first_guess_metrics_find_the_midpoints_of_each_range():
     metrics = train.first_guess_metrics(on_50)
     assert metrics["first_guess_midpoint"] == 0.5  # 25 and 26 halve 1-50; 1 and 50 do not
     assert metrics["first_guess_distance"] == statistics.mean([0.5, 0.5, 24.5, 24.5])
-    on_10 = [episode("game:GuessTheNumber-v1-learn", m) for m in ("\\boxed{5}", "\\boxed{9}", "no move")]
+    on_10 = [
+        episode("game:GuessTheNumber-v1-learn", m)
+        for m in ("\\boxed{5}", "\\boxed{9}", "no move", "\\boxed{²}")
+    ]
     assert train.first_guess_metrics(on_10) == {"first_guess_distance": 2.0, "first_guess_midpoint": 0.5}
     hangman = train.first_guess_metrics([episode("game:Hangman-v1-easy", "\\boxed{5}")])
     assert all(v != v for v in hangman.values())  # NaN: not a number-guessing game

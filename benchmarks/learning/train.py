@@ -114,7 +114,7 @@ def first_guess_metrics(episodes) -> dict[str, float]:
     for e in episodes:
         _, _, kwargs = LEARNING_ENVS.get(e.env_id, (None, None, {}))
         guess = extract_boxed(e.turns[0].action) if "min_number" in kwargs else None
-        if guess is not None and guess.strip().isdigit():
+        if guess is not None and guess.strip().isdecimal():  # isdigit() also takes "²", which int() refuses
             firsts.append(abs(int(guess) - (kwargs["min_number"] + kwargs["max_number"]) / 2))
     if not firsts:
         return {"first_guess_distance": float("nan"), "first_guess_midpoint": float("nan")}
