@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import statistics
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bootstrap import bootstrap  # noqa: E402
+from bootstrap import mean_with_interval  # noqa: E402
 
 ARMS: dict[str, list[str]] = {
     "default": [],
@@ -65,13 +64,7 @@ def play(runs: Path, arm: str, seed: int) -> None:
 
 
 def summary(values: list[float]) -> str:
-    if not values:
-        return "-"
-    text = f"{statistics.fmean(values):.2f}"
-    if len(values) >= 3:
-        low, high = bootstrap(values)
-        text += f" [{low:.2f}, {high:.2f}]"
-    return text
+    return mean_with_interval(values, digits=2)
 
 
 def summarize(runs: Path, arms: list[str]) -> list[dict]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib
 import importlib.util
 import statistics
 from pathlib import Path
@@ -80,4 +81,9 @@ def test_summary_means_intervals_and_unfinished_runs(tmp_path):
 
 
 def test_bootstrap_interval_of_identical_seeds_is_a_point():
-    assert ablation.bootstrap([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    bootstrap = importlib.import_module("bootstrap")  # benchmarks/, put on sys.path by the script
+    assert bootstrap.bootstrap([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    assert bootstrap.mean_with_interval([0.5, 0.5, 0.5], digits=2) == "0.50 [0.50, 0.50]"
+    assert (
+        bootstrap.mean_with_interval([float("nan"), 0.25]) == "0.250"
+    )  # NaN dropped; too few for an interval

@@ -37,7 +37,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from bootstrap import bootstrap  # noqa: E402
+from bootstrap import mean_with_interval  # noqa: E402
 
 RESULTS = HERE.parent / "results" / "learning"
 RUNS = RESULTS / "curves"
@@ -219,7 +219,7 @@ def plot(names: list[str]) -> None:
                 print(f"{arm_label} ({len(rows)} seeds, {steps} steps, window {rows[0]['window']}):")
                 for k in metrics:
                     print(
-                        f"    {k:22s} {interval([r[f'{k}_first'] for r in rows])} -> {interval([r[f'{k}_last'] for r in rows])}"
+                        f"    {k:22s} {mean_with_interval([r[f'{k}_first'] for r in rows])} -> {mean_with_interval([r[f'{k}_last'] for r in rows])}"
                     )
         if name == "discount":
             for task in tasks:
@@ -229,17 +229,6 @@ def plot(names: list[str]) -> None:
                     f"{ref['warmup_player']:.2f}, binary search {ref['binary_search']:.2f} (at most "
                     f"{ref['binary_search_max']}); log2(range)+1 = {ref['log2_range_plus_1']:.2f}"
                 )
-
-
-def interval(values: list[float]) -> str:
-    values = [v for v in values if v == v]
-    if not values:
-        return "-"
-    text = f"{statistics.mean(values):.3f}"
-    if len(values) >= 3:
-        low, high = bootstrap(values)
-        text += f" [{low:.3f}, {high:.3f}]"
-    return text
 
 
 def reference_turns(task: str, games: int = 2000) -> dict[str, float]:
