@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import statistics
 import subprocess
@@ -43,8 +44,8 @@ RESULTS = HERE.parent / "results" / "learning"
 RUNS = RESULTS / "curves"
 
 
-# Optimizer steps per run, by task: where the curves had flattened in trial runs, within the budget
-# of one session for 3 seeds of every arm.
+# Optimizer steps per run, by task: what one session's machine time allowed for 3 seeds of every arm
+# (the results README says which curves had not flattened by then).
 STEPS = {"guess50": 60, "guess_range": 60, "hangman": 80, "pick": 40}
 
 
@@ -232,31 +233,22 @@ def plot(names: list[str]) -> None:
 
 
 def reference_turns(task: str, games: int = 2000) -> dict[str, float]:
-    """Turns to solve ``games`` games of ``task``: mean for the warm-up player, mean and most for binary
-    search (the env's solver), and log2(range)+1."""
-    import math
+    """Turns to solve the same ``games`` games of ``task``: mean for the warm-up player, mean and most
+    for binary search (the env's solver), and log2(range)+1."""
+    from dataclasses import replace
 
     from common import LEARNING_ENVS, TASKS, scripted_games
 
-    import gem_core
-
-    kwargs = LEARNING_ENVS[TASKS[task].env_id][2]
-    size = kwargs["max_number"] - kwargs["min_number"] + 1
-    warmup = statistics.mean(len(moves) for _, moves in scripted_games(TASKS[task], games, seed=7))
-    with gem_core.make(TASKS[task].env_id) as env:
-        solver = []
-        for seed in range(games):
-            env.reset(seed=seed)
-            turns, done = 0, False
-            while not done:
-                _, _, terminated, truncated, _ = env.step(env.solve_action())
-                turns, done = turns + 1, terminated or truncated
-            solver.append(turns)
+    warmup_player = TASKS[task]
+    binary_search = replace(warmup_player, warmup_action=lambda env, _rng: env.solve_action())
+    kwargs = LEARNING_ENVS[warmup_player.env_id][2]
+    warmup = [len(moves) for _, moves in scripted_games(warmup_player, games, seed=7)]
+    solver = [len(moves) for _, moves in scripted_games(binary_search, games, seed=7)]
     return {
-        "warmup_player": warmup,
+        "warmup_player": statistics.mean(warmup),
         "binary_search": statistics.mean(solver),
         "binary_search_max": max(solver),
-        "log2_range_plus_1": math.log2(size) + 1,
+        "log2_range_plus_1": math.log2(kwargs["max_number"] - kwargs["min_number"] + 1) + 1,
     }
 
 
