@@ -7,7 +7,9 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 import gem_core
 
@@ -18,16 +20,17 @@ LEARNING = str(Path(__file__).resolve().parents[1] / "benchmarks" / "learning")
 @pytest.fixture(scope="module", autouse=True)
 def learning_modules():
     """Import the scripts' modules for this file only, and drop the env ids they register afterwards."""
-    global common, train
+    global common, train, update_check
     sys.path.insert(0, LEARNING)
     import common
     import train
+    import update_check
 
     yield
     for env_id in common.LEARNING_ENVS:
         gem_core.unregister(env_id)
     sys.path.remove(LEARNING)
-    del sys.modules["common"], sys.modules["train"]
+    del sys.modules["common"], sys.modules["train"], sys.modules["update_check"]
 
 
 def test_guess_warmup_player_plays_legally_and_always_wins():
@@ -122,3 +125,35 @@ def test_one_training_step_from_a_tiny_warmed_up_policy(tmp_path, monkeypatch, e
         written = list(csv.DictReader(f))
     assert len(written) == 2 and 0.0 <= float(written[-1]["success_rate"]) <= 1.0
     assert (float(written[-1]["critic_loss"]) >= 0) is (estimator == "gae")
+
+
+def test_shuffled_rebn_permutes_rebn_over_the_batch():
+    from gem_adapters.advantages import compute_advantages
+
+    rewards = [[0.0, -0.1, 1.0], [1.0], [0.0, 0.0, -0.1, 0.0], [-0.1, 1.0]]
+    rebn = np.concatenate(compute_advantages("rebn", rewards, gamma=0.9))
+    shuffled = np.concatenate(compute_advantages("shuffled_rebn", rewards, gamma=0.9))
+    assert sorted(shuffled) == pytest.approx(sorted(rebn)) and not np.allclose(shuffled, rebn)
+
+
+def test_update_check_measures_the_step_on_the_batch_it_trained_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
+    spec = common.PolicySpec(
+        "guess", hidden_size=32, num_layers=1, warmup_episodes=40, warmup_steps=3, warmup_batch=4
+    )
+    run = train.RunConfig(task="guess", steps=5, episodes_per_step=8, num_generations=4, learning_rate=1e-2)
+    measured = update_check.measure(run, policy=spec)
+    turns = len(measured["advantage"])
+    assert turns >= 8 and all(len(values) == turns for values in measured.values())
+    # The policy before the step scores each reply as the rollout sampled it; the step moved them.
+    assert torch.allclose(measured["before"], measured["rollout_logprob"], atol=1e-4)
+    assert not torch.allclose(measured["after"], measured["before"], atol=1e-3)
+    for name in ("allowed_before", "allowed_after"):
+        assert torch.all((measured[name] > 0) & (measured[name] <= 1))
+    assert update_check.hint_range(
+        "3 is wrong: the number is higher. The number is between 4 and 10.", {}
+    ) == (4, 10)
+    assert update_check.hint_range("I am thinking of a number.", {"min_number": 1, "max_number": 50}) == (
+        1,
+        50,
+    )

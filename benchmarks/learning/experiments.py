@@ -63,6 +63,11 @@ EXPERIMENTS = {
     ],
     "credit_lr": [arm("guess_range", e, learning_rate="1e-4") for e in ("rebn", "grpo")],
     "hangman": [arm("hangman", "rebn")],
+    "drift": [
+        arm("guess_range", "rebn"),
+        arm("guess_range", "shuffled_rebn"),
+        arm("guess_range", "rebn", beta="0.04"),
+    ],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
@@ -72,6 +77,7 @@ METRICS = {  # what each experiment plots
     "critic": ["success_rate", "return", "invalid_rate"],
     "credit_lr": ["success_rate", "return", "turns", "invalid_rate"],
     "hangman": ["success_rate", "return", "invalid_rate", "entropy"],
+    "drift": ["success_rate", "return", "invalid_rate", "entropy"],
     "signal": ["success_rate", "invalid_rate"],
 }
 

@@ -5,7 +5,10 @@
 Every step plays ``episodes_per_step`` episodes (``num_generations`` per task seed) with the current
 policy at temperature 1 and takes one optimizer step; the CSV gets one row per step with the
 batch's success rate, return, turns per episode, turns of the solved episodes and invalid-move rate.
-``--estimator gae`` trains a turn-level critic beside the policy (``GEMPPOTrainer``).
+``--estimator gae`` trains a turn-level critic beside the policy (``GEMPPOTrainer``);
+``--estimator shuffled_rebn`` is the no-signal control: ReBN's advantages permuted over the batch's
+turns (same magnitudes, unrelated to what each turn did). ``--beta`` adds TRL's KL penalty to the
+warmed-up policy.
 """
 
 from __future__ import annotations
@@ -25,9 +28,18 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np
 from common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
 
+from gem_adapters.advantages import TurnBatch, rebn, register_estimator
 from gem_core.parsing import extract_boxed
+
+_shuffle = np.random.default_rng(0)  # reseeded with the run's seed by main()
+
+
+@register_estimator("shuffled_rebn")
+def shuffled_rebn(batch: TurnBatch, **kwargs: Any) -> np.ndarray:
+    return _shuffle.permutation(rebn(batch, **kwargs))
 
 
 @dataclass
@@ -46,6 +58,7 @@ class RunConfig:
     episodes_per_step: int = 32
     num_generations: int = 8
     learning_rate: float = 5e-4
+    beta: float = field(default=0.0, metadata={"help": "Per-token KL penalty to the warmed-up policy."})
     warmup_steps: int = field(default=5, metadata={"help": "Linear learning-rate warm-up."})
     critic_learning_rate: float = 1e-3
     temperature: float = 1.0
@@ -56,7 +69,7 @@ class RunConfig:
 TASK_SEEDS_PER_RUN = 1_000_000
 COLUMNS = [
     "step", "wall_s", "success_rate", "return", "turns", "turns_to_solve", "invalid_rate",
-    "first_guess_distance", "first_guess_midpoint", "loss", "entropy", "critic_loss",
+    "first_guess_distance", "first_guess_midpoint", "loss", "entropy", "kl", "critic_loss",
 ]  # fmt: skip
 
 
@@ -124,14 +137,16 @@ def first_guess_metrics(episodes) -> dict[str, float]:
     }
 
 
-def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
-    """Train; ``policy`` overrides the warmed-up policy's spec (default ``PolicySpec(run.task)``)."""
-    from transformers import TrainerCallback, set_seed
+def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
+    """The run's trainer on its warmed-up policy (``policy`` overrides ``PolicySpec(run.policy or run.task)``)."""
+    global _shuffle
+    from transformers import set_seed
 
     from gem_adapters.models import load_model, load_tokenizer
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, GEMPPOConfig, GEMPPOTrainer, tasks_dataset
 
     set_seed(run.seed)
+    _shuffle = np.random.default_rng(run.seed)
     task = TASKS[run.task]
     folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
     model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
@@ -151,7 +166,7 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
         per_device_train_batch_size=run.episodes_per_step,
         num_generations=run.num_generations,
         temperature=run.temperature,
-        beta=0.0,
+        beta=run.beta,
         use_cpu=True,
         logging_steps=1,
         save_strategy="no",
@@ -161,12 +176,19 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
         **extra,
     )
     num_tasks = run.steps * run.episodes_per_step // run.num_generations
-    trainer = trainer_class(
+    return trainer_class(
         model=model,
         args=config,
         train_dataset=tasks_dataset(task.env_id, num_tasks, first_seed=run.seed * TASK_SEEDS_PER_RUN),
         processing_class=tokenizer,
     )
+
+
+def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
+    """Train; ``policy`` overrides the warmed-up policy's spec (see ``build_trainer``)."""
+    from transformers import TrainerCallback
+
+    trainer = build_trainer(run, policy)
     with RunLog(Path(run.out), f"{run.task} {run.estimator} gamma={run.gamma} seed={run.seed}") as log:
 
         class Record(TrainerCallback):
@@ -177,6 +199,7 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
                         **batch_metrics(trainer.last_episodes),
                         loss=logs.get("loss", float("nan")),
                         entropy=logs.get("entropy", float("nan")),
+                        kl=logs.get("kl", float("nan")),
                         critic_loss=logs.get("critic/loss", float("nan")),
                     )
 
