@@ -4,6 +4,8 @@ the same ids and logprobs, fewer tokens through the model; eviction, invalidatio
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 import torch
@@ -156,6 +158,21 @@ def test_eviction_and_a_zero_budget_fall_back_to_prefill(tokenizer, model):
     assert_same_episodes(rollout(ENV_ID, none_kept, renderer, **play), expected)
     stats = none_kept.stats()
     assert stats["reused_tokens"] == 0 and stats["cached_tokens"] == 0
+
+
+def test_a_dropped_policy_frees_its_cache_without_the_cyclic_gc(tokenizer, model):
+    """TRL's rollout makes a policy per generation batch: its keys/values must go with it, not wait
+    for a full garbage collection (they piled up by ~180 MB per step in a CPU training run)."""
+    policy = TransformersPolicy(model, tokenizer, seed=7, cache="kv")
+    gc.disable()
+    try:
+        rollout(ENV_ID, policy, renderer_for(tokenizer, "chatml"), **PLAY)
+        engine, pool = weakref.ref(policy.rollout_engine()), weakref.ref(policy.rollout_engine()._pool)
+        assert policy.stats()["cached_tokens"] > 0
+        del policy
+        assert engine() is None and pool() is None
+    finally:
+        gc.enable()
 
 
 def test_a_stale_cache_is_never_used(tokenizer):
