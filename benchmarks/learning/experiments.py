@@ -68,6 +68,10 @@ EXPERIMENTS = {
         arm("guess_range", "shuffled_rebn"),
         arm("guess_range", "rebn", beta="0.04"),
     ],
+    "batch": [
+        *(arm("guess_range", e) for e in ("rebn", "grpo")),
+        *(arm("guess_range", e, episodes_per_step="128") for e in ("rebn", "grpo")),
+    ],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
@@ -78,6 +82,7 @@ METRICS = {  # what each experiment plots
     "credit_lr": ["success_rate", "return", "turns", "invalid_rate"],
     "hangman": ["success_rate", "return", "invalid_rate", "entropy"],
     "drift": ["success_rate", "return", "invalid_rate", "entropy"],
+    "batch": ["success_rate", "return", "turns", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
 }
 
