@@ -20,6 +20,9 @@ bootstrap interval over seeds, under ``benchmarks/results/learning/``.
    loop, advantage and loss code on CPU (``verl_cpu.py``).
 4. ``critic``: PPO with a turn-level critic (GAE, ``GEMPPOTrainer``) vs GRPO vs ReBN on a single-turn
    task (``pick``) and on GuessTheNumber 1-10 with the range stated.
+5. ``drift``: why ``credit``'s runs drift: ReBN vs the same updates on shuffled advantages
+   (``shuffled_rebn``, no signal) vs ReBN with a KL term to the warmed-up policy.
+6. ``batch``: ReBN and GRPO at 32 and at 128 episodes per step.
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
