@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import gem_core
+from gem_adapters.advantages import ESTIMATORS
 
 pytest.importorskip("trl")
 LEARNING = str(Path(__file__).resolve().parents[1] / "benchmarks" / "learning")
@@ -29,6 +30,7 @@ def learning_modules():
     yield
     for env_id in common.LEARNING_ENVS:
         gem_core.unregister(env_id)
+    del ESTIMATORS["shuffled_rebn"]
     sys.path.remove(LEARNING)
     del sys.modules["common"], sys.modules["train"], sys.modules["update_check"]
 

@@ -34,7 +34,7 @@ from common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
 from gem_adapters.advantages import TurnBatch, rebn, register_estimator
 from gem_core.parsing import extract_boxed
 
-_shuffle = np.random.default_rng(0)  # reseeded with the run's seed by main()
+_shuffle = np.random.default_rng(0)  # reseeded with the run's seed by build_trainer()
 
 
 @register_estimator("shuffled_rebn")
