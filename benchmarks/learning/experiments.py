@@ -22,7 +22,7 @@ bootstrap interval over seeds, under ``benchmarks/results/learning/``.
    task (``pick``) and on GuessTheNumber 1-10 with the range stated.
 5. ``drift``: why ``credit``'s runs drift: ReBN vs the same updates on shuffled advantages
    (``shuffled_rebn``, no signal) vs ReBN with a KL term to the warmed-up policy.
-6. ``batch``: ReBN and GRPO at 32 and at 128 episodes per step.
+6. ``batch``: ReBN, GRPO and REINFORCE at 32 and at 128 episodes per step.
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -72,8 +72,8 @@ EXPERIMENTS = {
         arm("guess_range", "rebn", beta="0.04"),
     ],
     "batch": [
-        *(arm("guess_range", e) for e in ("rebn", "grpo")),
-        *(arm("guess_range", e, episodes_per_step="128") for e in ("rebn", "grpo")),
+        *(arm("guess_range", e) for e in ("rebn", "grpo", "reinforce")),
+        *(arm("guess_range", e, episodes_per_step="128") for e in ("rebn", "grpo", "reinforce")),
     ],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
