@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib
 import importlib.util
 import statistics
 from pathlib import Path

@@ -30,25 +30,25 @@ from common import LEARNING_ENVS, PolicySpec, warmed_up_policy
 from train import RunConfig, build_trainer
 
 from gem_adapters.models import load_model
+from gem_adapters.trl.rollout import episode_to_sample
 
 RANGE = re.compile(r"between (\d+) and (\d+)")
 
 
 def reply_logprobs(model, contexts: list[list[int]], replies: list[list[int]]) -> torch.Tensor:
     """Sum of log-probabilities of each reply after its context, one forward per 64 sequences."""
-    out = []
-    for first in range(0, len(contexts), 64):
-        rows = [c + r for c, r in zip(contexts[first : first + 64], replies[first : first + 64])]
-        width = max(map(len, rows))
-        ids = torch.zeros((len(rows), width), dtype=torch.long)
+    pairs, out = list(zip(contexts, replies)), []
+    for first in range(0, len(pairs), 64):
+        chunk = pairs[first : first + 64]
+        width = max(len(context) + len(reply) for context, reply in chunk)
+        ids = torch.zeros((len(chunk), width), dtype=torch.long)
         mask = torch.zeros_like(ids)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1
+        for i, (context, reply) in enumerate(chunk):
+            ids[i, : len(context) + len(reply)] = torch.tensor(context + reply)
+            mask[i, : len(context) + len(reply)] = 1
         with torch.no_grad():
             logps = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), -1)
-        for i, (context, reply) in enumerate(zip(contexts[first:], replies[first:])):
-            if i == len(rows):
-                break
+        for i, (context, reply) in enumerate(chunk):
             positions = torch.arange(len(context) - 1, len(context) + len(reply) - 1)
             out.append(logps[i, positions, torch.tensor(reply)].sum())
     return torch.stack(out)
@@ -90,7 +90,7 @@ def measure(run: RunConfig, policy: PolicySpec | None = None) -> dict:
     samples = [(e, k, sample) for e in episodes for k, sample in enumerate(e.to_turn_samples())]
     contexts = [sample.prompt_ids for _, _, sample in samples]
     replies = [sample.response_ids for _, _, sample in samples]
-    spans = [span for e in episodes for span in e.to_prompt_response(include_closing=False).turn_spans]
+    spans = [span for e in episodes for span in episode_to_sample(e).turn_spans]  # as the trainer laid them
     rows = [i for i, e in enumerate(episodes) for _ in e.turns]
     measured = {
         "turn_index": torch.tensor([k for _, k, _ in samples]),
