@@ -89,6 +89,28 @@ def test_reference_turns_of_the_discount_experiment():
     del sys.modules["experiments"]
 
 
+def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
+    import experiments
+    from transformers import HfArgumentParser
+
+    arm_of_path = {}
+    for arms in experiments.EXPERIMENTS.values():
+        for a in arms:
+            for seed in (0, 1, 2):
+                path = experiments.run_path(a, seed)  # an arm in two experiments trains once
+                assert arm_of_path.setdefault(path, (a, seed)) == (a, seed), path
+                command = experiments.command(a, seed, steps=None)
+                assert command[1].endswith(a["trainer"]) and command[-1] == str(path)
+                (run,) = HfArgumentParser(train.RunConfig).parse_args_into_dataclasses(command[2:])
+                expected = (a["task"], a["estimator"], a["gamma"], seed)
+                assert (run.task, run.estimator, run.gamma, run.seed) == expected
+                for name, value in a["flags"].items():
+                    parsed = getattr(run, name)
+                    assert parsed == type(parsed)(value)
+                assert run.steps == experiments.STEPS[a["task"]]
+    del sys.modules["experiments"]
+
+
 def test_hangman_warmup_player_never_repeats_a_letter():
     for _, moves in common.scripted_games(common.TASKS["hangman"], 50, seed=0):
         letters = [action for _, action, _ in moves]

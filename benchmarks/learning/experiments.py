@@ -22,7 +22,10 @@ bootstrap interval over seeds, under ``benchmarks/results/learning/``.
    task (``pick``) and on GuessTheNumber 1-10 with the range stated.
 5. ``drift``: why ``credit``'s runs drift: ReBN vs the same updates on shuffled advantages
    (``shuffled_rebn``, no signal) vs ReBN with a KL term to the warmed-up policy.
-6. ``batch``: ReBN, GRPO and REINFORCE at 32 and at 128 episodes per step.
+6. ``batch``: ReBN, GRPO and REINFORCE at 32 and at 128 episodes per step, and ReBN with every
+   episode weighted equally at 128.
+7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 3 and 4 again at 128 episodes per step,
+   the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task).
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -74,7 +77,15 @@ EXPERIMENTS = {
     "batch": [
         *(arm("guess_range", e) for e in ("rebn", "grpo", "reinforce")),
         *(arm("guess_range", e, episodes_per_step="128") for e in ("rebn", "grpo", "reinforce")),
+        arm("guess_range", "rebn_per_episode", episodes_per_step="128"),
     ],
+    # the discount, cross-framework and critic claims again at batch's 128 episodes per step
+    "discount_batch": [arm("guess_range", "rebn", g, episodes_per_step="128") for g in (0.9, 1.0)],
+    "adapters_batch": [
+        arm("guess_range", "rebn", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
+    ],
+    "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
@@ -86,6 +97,9 @@ METRICS = {  # what each experiment plots
     "hangman": ["success_rate", "return", "invalid_rate", "entropy"],
     "drift": ["success_rate", "return", "invalid_rate", "entropy"],
     "batch": ["success_rate", "return", "turns", "invalid_rate"],
+    "discount_batch": ["success_rate", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
+    "adapters_batch": ["success_rate", "return", "turns", "invalid_rate"],
+    "critic_batch": ["success_rate", "return", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
 }
 
@@ -97,9 +111,9 @@ def label(a: dict) -> str:
 
 
 def run_path(a: dict, seed: int) -> Path:
-    if a["trainer"] == "verl_cpu.py":  # the commands at the top of verl_cpu.py write there
-        return RESULTS / "adapters" / f"verl-{a['estimator']}-seed{seed}.csv"
     flags = "".join(f"-{name}{value}" for name, value in a["flags"].items())
+    if a["trainer"] == "verl_cpu.py":  # the commands at the top of verl_cpu.py write there
+        return RESULTS / "adapters" / f"verl-{a['estimator']}{flags}-seed{seed}.csv"
     return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}{flags}-seed{seed}.csv"
 
 
