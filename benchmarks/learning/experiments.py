@@ -24,7 +24,7 @@ bootstrap interval over seeds, under ``benchmarks/results/learning/``.
    (``shuffled_rebn``, no signal) vs ReBN with a KL term to the warmed-up policy.
 6. ``batch``: ReBN, GRPO and REINFORCE at 32 and at 128 episodes per step, and ReBN with every
    episode weighted equally at 128.
-7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 3 and 4 again at 128 episodes per step,
+7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 1, 3 and 4 again at 128 episodes per step,
    the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task).
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
@@ -250,7 +250,7 @@ def plot(names: list[str]) -> None:
                     print(
                         f"    {k:22s} {mean_with_interval([r[f'{k}_first'] for r in rows])} -> {mean_with_interval([r[f'{k}_last'] for r in rows])}"
                     )
-        if name == "discount":
+        if name.startswith("discount"):
             for task in tasks:
                 ref = reference_turns(task)
                 print(
