@@ -97,7 +97,7 @@ METRICS = {  # what each experiment plots
     "hangman": ["success_rate", "return", "invalid_rate", "entropy"],
     "drift": ["success_rate", "return", "invalid_rate", "entropy"],
     "batch": ["success_rate", "return", "turns", "invalid_rate"],
-    "discount_batch": ["success_rate", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
+    "discount_batch": ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
     "adapters_batch": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
