@@ -25,8 +25,7 @@ bootstrap interval over seeds, under ``benchmarks/results/learning/``.
 6. ``batch``: ReBN, GRPO and REINFORCE at 32 and at 128 episodes per step, and ReBN with every
    episode weighted equally at 128.
 7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 1, 3 and 4 again at 128 episodes per step,
-   the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task); ``critic_batch``
-   has not been run yet (results README, 7c).
+   the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task) and on 1-50.
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -81,7 +80,11 @@ EXPERIMENTS = {
         arm("guess_range", "rebn_per_episode", episodes_per_step="128"),
     ],
     # the discount, cross-framework and critic claims again at batch's 128 episodes per step
-    "discount_batch": [arm("guess_range", "rebn", g, episodes_per_step="128") for g in (0.9, 1.0)],
+    "discount_batch": [
+        arm(task, "rebn", g, episodes_per_step="128")
+        for task in ("guess_range", "guess50")
+        for g in (0.9, 1.0)
+    ],
     "adapters_batch": [
         arm("guess_range", "rebn", episodes_per_step="128"),
         arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
