@@ -1,21 +1,23 @@
-"""The same update from the same batch: one optimizer step of the TRL adapter and of the verl adapter.
+"""The same updates from the same batches: optimizer steps of the TRL adapter and of the verl adapter in lockstep.
 
-    python benchmarks/learning/same_update.py --task guess_range --estimator rebn --seed 0 --episodes_per_step 128
+    python benchmarks/learning/same_update.py --task guess_range --estimator rebn --seed 0 --episodes_per_step 128 --steps 5
 
-One batch (``episodes_per_step`` episodes, ``num_generations`` per task seed) is played once with the
-warmed-up policy through verl's agent loop (``verl_cpu.VerlCPUTrainer.rollout``). From the same
-weights, each framework then takes its own first optimizer step on exactly those episodes, at the full
-learning rate (``warmup_steps`` 0):
+Both frameworks start from the same warmed-up weights at the full learning rate (``warmup_steps`` 0)
+and train on the same batches. Each step, one batch (``episodes_per_step`` episodes,
+``num_generations`` per task seed) is played by verl's agent loop with verl's current policy
+(``verl_cpu.VerlCPUTrainer.rollout``), then
 
-* verl: ``VerlCPUTrainer``'s old log-probs, ``gem_<estimator>`` advantages and
-  ``TrainingWorker.train_mini_batch`` (verl's ``ppo_loss`` and FSDP engine), as in ``verl_cpu.py``;
-* TRL: ``train.py``'s trainer (``build_trainer``, one step) whose ``rollout_func`` hands back the
-  verl-played episodes of each task prompt instead of playing new ones.
+* verl steps on it: ``VerlCPUTrainer``'s old log-probs, ``gem_<estimator>`` advantages,
+  ``TrainingWorker.train_mini_batch`` (verl's ``ppo_loss`` and FSDP engine) and weight sync, as
+  ``verl_cpu.py`` does;
+* TRL steps on it: ``train.py``'s trainer (``build_trainer``, its tasks in dataset order) whose
+  ``rollout_func`` plays verl's step and hands back verl's episodes of each task prompt.
 
 Every optimizer's gradients are read just before its step (a global step pre-hook: after gradient
-clipping, what the optimizer uses), and the weights after it. The printout (also written to
-``benchmarks/results/learning/same_update.txt``) compares the two gradients and the two updates:
-if they agree to float precision, the two frameworks' learning curves differ only by their sampling.
+clipping, what the optimizer uses), and both frameworks' weights after the last step. The printout
+(also written to ``benchmarks/results/learning/same_update.txt``) compares, per step, the losses and
+the two gradients, and at the end the two accumulated updates: when they agree to float precision,
+two learning curves of the frameworks differ only by the episodes each samples.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,25 +39,33 @@ from verl_cpu import VerlCPUTrainer, VerlRunConfig
 OUT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "learning" / "same_update.txt"
 
 
+@dataclass
+class SameUpdateConfig(VerlRunConfig):
+    task: str = "guess_range"
+    steps: int = 5
+
+
 def full(tensor: torch.Tensor) -> torch.Tensor:
-    """A plain CPU copy of a (possibly FSDP2-sharded) tensor."""
+    """A plain float64 CPU copy of a (possibly FSDP2-sharded) tensor."""
     tensor = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
     return tensor.detach().to("cpu", torch.float64).clone()
 
 
-def replay(episodes):
-    """A TRL ``rollout_func`` returning, for each task prompt, the next unused episode of that task."""
+def lockstep(verl: VerlCPUTrainer, played: list[dict]):
+    """A TRL ``rollout_func`` that first takes verl's next step, then returns, for each task prompt,
+    an unused episode verl played of that task; ``played`` gets each verl step's batch and metrics."""
     from gem_adapters.trl.rollout import episode_to_sample, prompt_task
 
-    unused = defaultdict(list)
-    for episode in episodes:
-        unused[(episode.env_id, episode.seed)].append(episode)
-
     def rollout_func(prompts, trainer):
-        chosen = []
-        for prompt in prompts:
-            task = prompt_task(prompt)
-            chosen.append(unused[(task.env_id, task.seed)].pop(0))
+        batch, keys, episodes = verl.rollout(len(played))
+        verl.old_log_probs(batch)
+        verl.advantages(batch, keys)
+        played.append({"episodes": episodes, "mask": batch["response_mask"], "metrics": verl.update(batch)})
+        verl.sync_weights()
+        unused = defaultdict(list)
+        for episode in episodes:
+            unused[(episode.env_id, episode.seed)].append(episode)
+        chosen = [unused[(task.env_id, task.seed)].pop(0) for task in map(prompt_task, prompts)]
         samples = [episode_to_sample(e) for e in chosen]
         return {
             "prompt_ids": [s.prompt_ids for s in samples],
@@ -69,105 +79,110 @@ def replay(episodes):
     return rollout_func
 
 
-def flat(named: dict[str, torch.Tensor], names: list[str]) -> torch.Tensor:
-    return torch.cat([named[n].flatten() for n in names])
+def distance(a: torch.Tensor, b: torch.Tensor) -> dict[str, float]:
+    return {
+        "cosine": float(torch.nn.functional.cosine_similarity(a, b, dim=0)),
+        "relative": float((a - b).norm() / b.norm()),
+        "max": float((a - b).abs().max()),
+    }
 
 
 def compare(run: VerlRunConfig, policy: PolicySpec | None = None) -> dict:
-    """One step of each framework on one verl-played batch of ``run`` (``policy`` overrides its warmed-up
-    policy's spec): the batch's size, each framework's loss and gradient norms, and how far apart the
-    two gradients and the two updates are."""
+    """``run.steps`` steps of both frameworks in lockstep (``policy`` overrides the warmed-up policy's
+    spec): per step the batch's size, each framework's loss and gradient norms and how far apart the
+    two gradients are; at the end how far apart the two accumulated updates are."""
     from gem_adapters.models import load_model
 
-    run = replace(run, steps=1, warmup_steps=0)
+    run = replace(run, warmup_steps=0)
     spec = policy or PolicySpec(run.policy or run.task)
     folder = warmed_up_policy(spec)
-    before = {n: full(p) for n, p in load_model(str(folder)).named_parameters()}
-    steps: list[dict[int, torch.Tensor]] = []  # per optimizer step: id(parameter) -> its gradient
+    before = dict(load_model(str(folder)).named_parameters())
+    gradients: list[dict[int, torch.Tensor]] = []  # per optimizer step, verl's then TRL's: id(weight) -> grad
 
     def record(optimizer, *_):
-        steps.append(
+        gradients.append(
             {id(p): full(p.grad) for g in optimizer.param_groups for p in g["params"] if p.grad is not None}
         )
 
     hook = register_optimizer_step_pre_hook(record)
+    played: list[dict] = []
     try:
         with tempfile.TemporaryDirectory() as workdir:
             verl = VerlCPUTrainer(run, folder, Path(workdir))
-            batch, keys, episodes = verl.rollout(0)
-            verl.old_log_probs(batch)
-            verl.advantages(batch, keys)
             verl_names = {id(p): n for n, p in verl.actor.engine.module.named_parameters()}
-            verl_metrics = verl.update(batch)
-            params, _ = verl.actor.engine.get_per_tensor_param()
-            verl_after = {n: full(p) for n, p in params}
-            verl_grads = {verl_names[i]: g for i, g in steps[-1].items()}
-
             trainer = build_trainer(run, spec)
-            trainer.rollout_func = replay(episodes)
+            trainer.shuffle_dataset = False  # TRL's step k asks for the tasks of verl's step k
+            trainer.rollout_func = lockstep(verl, played)
             trl_names = {id(p): n for n, p in trainer.model.named_parameters()}
             trainer.train()
+            verl_after = {n: full(p) for n, p in verl.actor.engine.get_per_tensor_param()[0]}
             trl_after = {n: full(p) for n, p in trainer.model.named_parameters()}
-            trl_grads = {trl_names[i]: g for i, g in steps[-1].items()}
-            trl_log = next(h for h in trainer.state.log_history if "grad_norm" in h)
     finally:
         hook.remove()
 
-    if len(steps) != 2 or set(verl_grads) != set(trl_grads):
-        raise RuntimeError(f"expected one step per framework over the same parameters, got {len(steps)}")
-    names = sorted(trl_grads)
-    gradient = {"TRL": flat(trl_grads, names), "verl": flat(verl_grads, names)}
-    update = {"TRL": flat(trl_after, names), "verl": flat(verl_after, names)}
-    update = {k: v - flat(before, names) for k, v in update.items()}
-    (verl_loss,), (verl_grad_norm,) = verl_metrics["loss"], verl_metrics["grad_norm"]  # one mini-batch
-    measured = {
-        "episodes": len(episodes),
-        "turns": sum(e.num_turns for e in episodes),
-        "action_tokens": int(sum(m.sum() for m in batch["response_mask"].unbind())),
-        "tensors": len(names),
-        "weights": gradient["TRL"].numel(),
-        "loss": {"TRL": float(trl_log["loss"]), "verl": float(verl_loss)},
-        "grad_norm": {"TRL": float(trl_log["grad_norm"]), "verl": float(verl_grad_norm)},
-        "used_grad_norm": {k: float(v.norm()) for k, v in gradient.items()},
-        "update_norm": {k: float(v.norm()) for k, v in update.items()},
+    if len(gradients) != 2 * run.steps:
+        raise RuntimeError(
+            f"expected {2 * run.steps} optimizer steps, {run.steps} per framework, got {len(gradients)}"
+        )
+    names = sorted(trl_names.values())
+
+    def flat(named: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat([named[n].flatten() for n in names])
+
+    trl_logs = [h for h in trainer.state.log_history if "grad_norm" in h]
+    steps = []
+    for k, (step, trl_log) in enumerate(zip(played, trl_logs)):
+        verl_grad = flat({verl_names[i]: g for i, g in gradients[2 * k].items()})
+        trl_grad = flat({trl_names[i]: g for i, g in gradients[2 * k + 1].items()})
+        (verl_loss,), (verl_grad_norm,) = (
+            step["metrics"]["loss"],
+            step["metrics"]["grad_norm"],
+        )  # one mini-batch
+        steps.append({
+            "episodes": len(step["episodes"]),
+            "turns": sum(e.num_turns for e in step["episodes"]),
+            "action_tokens": int(sum(m.sum() for m in step["mask"].unbind())),
+            "loss": {"TRL": float(trl_log["loss"]), "verl": float(verl_loss)},
+            "grad_norm": {"TRL": float(trl_log["grad_norm"]), "verl": float(verl_grad_norm)},
+            "gradient": distance(trl_grad, verl_grad),
+        })  # fmt: skip
+    start = flat({n: full(p) for n, p in before.items()})
+    trl_update, verl_update = flat(trl_after) - start, flat(verl_after) - start
+    return {
+        "weights": start.numel(),
+        "steps": steps,
+        "update_norm": {"TRL": float(trl_update.norm()), "verl": float(verl_update.norm())},
+        "update": distance(trl_update, verl_update),
     }
-    for name, pair in (("gradient", gradient), ("update", update)):
-        a, b = pair["TRL"], pair["verl"]
-        measured[name] = {
-            "cosine": float(torch.nn.functional.cosine_similarity(a, b, dim=0)),
-            "relative": float((a - b).norm() / b.norm()),
-            "max": float((a - b).abs().max()),
-        }
-    return measured
 
 
 def report(run: VerlRunConfig, m: dict) -> list[str]:
+    first = m["steps"][0]
     lines = [
-        f"{m['episodes']} {run.task} episodes ({m['turns']} turns, {m['action_tokens']} action tokens), played once "
-        f"by verl's agent loop; {run.estimator}, gamma {run.gamma}, lr {run.learning_rate}, seed {run.seed}; "
-        f"{m['tensors']} parameter tensors, {m['weights']} weights",
-        f"{'':<34} {'TRL':>10} {'verl':>10}",
+        f"{run.task}, {run.estimator}, gamma {run.gamma}, lr {run.learning_rate}, seed {run.seed}: {len(m['steps'])} "
+        f"steps of {first['episodes']} episodes played by verl's agent loop, {m['weights']} weights",
+        "step  turns  tokens        loss TRL       loss verl  grad norm TRL  grad norm verl  "
+        "gradients: cosine  |TRL - verl| / |verl|",
     ]
-    for key, name in (
-        ("loss", "loss"),
-        ("grad_norm", "gradient norm before clipping"),
-        ("used_grad_norm", "gradient norm the optimizer used"),
-        ("update_norm", "update norm"),
-    ):
-        lines.append(f"{name:<34} {m[key]['TRL']:>10.6f} {m[key]['verl']:>10.6f}")
-    for key in ("gradient", "update"):
-        d = m[key]
+    for k, s in enumerate(m["steps"], 1):
         lines.append(
-            f"{key + 's:':<10} cosine {d['cosine']:.8f}, |TRL - verl| / |verl| {d['relative']:.2e}, "
-            f"max |TRL - verl| {d['max']:.2e}"
+            f"{k:>4} {s['turns']:>6} {s['action_tokens']:>7} {s['loss']['TRL']:>15.8f} {s['loss']['verl']:>15.8f} "
+            f"{s['grad_norm']['TRL']:>14.6f} {s['grad_norm']['verl']:>15.6f} {s['gradient']['cosine']:>18.8f} "
+            f"{s['gradient']['relative']:>22.2e}"
         )
+    u = m["update"]
+    lines.append(
+        f"weights after {len(m['steps'])} steps minus before: norm TRL {m['update_norm']['TRL']:.6f}, verl "
+        f"{m['update_norm']['verl']:.6f}; cosine {u['cosine']:.8f}, |TRL - verl| / |verl| {u['relative']:.2e}, "
+        f"max |TRL - verl| {u['max']:.2e}"
+    )
     return lines
 
 
 if __name__ == "__main__":
     from transformers import HfArgumentParser
 
-    (cli,) = HfArgumentParser(VerlRunConfig).parse_args_into_dataclasses()
+    (cli,) = HfArgumentParser(SameUpdateConfig).parse_args_into_dataclasses()
     lines = report(cli, compare(cli))
     text = "\n".join(["$ python benchmarks/learning/same_update.py " + " ".join(sys.argv[1:]), *lines])
     print(text)
