@@ -188,6 +188,7 @@ def test_trl_and_verl_take_the_same_steps_on_the_same_batches(tmp_path):
     pytest.importorskip("verl")
     import json
     import os
+    import socket
     import subprocess
 
     code = f"""
@@ -198,7 +199,15 @@ spec = common.PolicySpec("guess", hidden_size=32, num_layers=1, warmup_episodes=
 run = same_update.SameUpdateConfig(task="guess", episodes_per_step=8, num_generations=4, steps=2)
 print(json.dumps(same_update.compare(run, policy=spec)))
 """
-    env = {**os.environ, "GEM_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    with socket.socket() as probe:  # a free port for verl's one-rank gloo process group
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "GEM_CACHE": str(tmp_path / "cache"),
+        "OMP_NUM_THREADS": "1",
+        "MASTER_PORT": str(port),
+    }
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     measured = json.loads(out.stdout.strip().splitlines()[-1])
