@@ -25,7 +25,8 @@ bootstrap interval over seeds, under ``benchmarks/results/learning/``.
 6. ``batch``: ReBN, GRPO and REINFORCE at 32 and at 128 episodes per step, and ReBN with every
    episode weighted equally at 128.
 7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 1, 3 and 4 again at 128 episodes per step,
-   the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task) and on 1-50.
+   the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task) and on 1-50; the 1-50
+   arms and the critic ran ``--steps 40`` (results README, 7a and 7c).
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """

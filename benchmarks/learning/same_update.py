@@ -54,7 +54,7 @@ def full(tensor: torch.Tensor) -> torch.Tensor:
 def lockstep(verl: VerlCPUTrainer, played: list[dict]):
     """A TRL ``rollout_func`` that first takes verl's next step, then returns, for each task prompt,
     an unused episode verl played of that task; ``played`` gets each verl step's batch and metrics."""
-    from gem_adapters.trl.rollout import episode_to_sample, prompt_task
+    from gem_adapters.trl.rollout import prompt_task, rollout_output
 
     def rollout_func(prompts, trainer):
         batch, keys, episodes = verl.rollout(len(played))
@@ -66,15 +66,7 @@ def lockstep(verl: VerlCPUTrainer, played: list[dict]):
         for episode in episodes:
             unused[(episode.env_id, episode.seed)].append(episode)
         chosen = [unused[(task.env_id, task.seed)].pop(0) for task in map(prompt_task, prompts)]
-        samples = [episode_to_sample(e) for e in chosen]
-        return {
-            "prompt_ids": [s.prompt_ids for s in samples],
-            "completion_ids": [s.completion_ids for s in samples],
-            "logprobs": [s.logprobs for s in samples],
-            "env_mask": [s.env_mask for s in samples],
-            "episode": chosen,
-            "rollout_seconds": float("nan"),
-        }
+        return rollout_output(chosen, float("nan"))
 
     return rollout_func
 

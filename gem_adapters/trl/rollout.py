@@ -184,19 +184,25 @@ def make_rollout_func(
                 sampling=sampling,
             )
         elapsed = time.perf_counter() - started
-        samples = [episode_to_sample(e) for e in episodes]
+        output = rollout_output(episodes, elapsed)
         for prompt, episode in zip(prompts, episodes):
             _check_images(prompt, episode)
-        return {
-            "prompt_ids": [s.prompt_ids for s in samples],
-            "completion_ids": [s.completion_ids for s in samples],
-            "logprobs": [s.logprobs for s in samples],
-            "env_mask": [s.env_mask for s in samples],
-            "episode": episodes,
-            "rollout_seconds": elapsed,
-        }
+        return output
 
     return rollout_func
+
+
+def rollout_output(episodes: list[Episode], rollout_seconds: float) -> dict[str, Any]:
+    """What a ``rollout_func`` returns to TRL for ``episodes``, one per prompt in the prompts' order."""
+    samples = [episode_to_sample(e) for e in episodes]
+    return {
+        "prompt_ids": [s.prompt_ids for s in samples],
+        "completion_ids": [s.completion_ids for s in samples],
+        "logprobs": [s.logprobs for s in samples],
+        "env_mask": [s.env_mask for s in samples],
+        "episode": episodes,
+        "rollout_seconds": rollout_seconds,
+    }
 
 
 def _num_images(prompt: Any) -> int:
