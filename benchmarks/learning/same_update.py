@@ -126,10 +126,8 @@ def compare(run: VerlRunConfig, policy: PolicySpec | None = None) -> dict:
     for k, (step, trl_log) in enumerate(zip(played, trl_logs)):
         verl_grad = flat({verl_names[i]: g for i, g in gradients[2 * k].items()})
         trl_grad = flat({trl_names[i]: g for i, g in gradients[2 * k + 1].items()})
-        (verl_loss,), (verl_grad_norm,) = (
-            step["metrics"]["loss"],
-            step["metrics"]["grad_norm"],
-        )  # one mini-batch
+        (verl_loss,) = step["metrics"]["loss"]  # one value per mini-batch, and there is one
+        (verl_grad_norm,) = step["metrics"]["grad_norm"]
         steps.append({
             "episodes": len(step["episodes"]),
             "turns": sum(e.num_turns for e in step["episodes"]),
