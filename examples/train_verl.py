@@ -73,8 +73,9 @@ class Args:
         metadata={"help": "System message ('' for none)."},
     )
     train_tasks: int = field(
-        default=4096, metadata={"help": "Rows of the training parquet (seeds 0, 1, ...)."}
+        default=4096, metadata={"help": "Rows of the training parquet (seeds from train_first_seed)."}
     )
+    train_first_seed: int = 0
     val_tasks: int = field(
         default=128, metadata={"help": "Rows of the validation parquet (seeds from val_first_seed)."}
     )
@@ -154,7 +155,9 @@ def write_inputs(args: Args) -> dict[str, Path]:
     out = Path(args.output_dir).resolve()
     train = write_dataset(
         out / "data" / "train.parquet",
-        task_rows(args.env_ids, args.train_tasks, system_prompt=args.system_prompt),
+        task_rows(
+            args.env_ids, args.train_tasks, first_seed=args.train_first_seed, system_prompt=args.system_prompt
+        ),
     )
     val = write_dataset(
         out / "data" / "val.parquet",
@@ -254,16 +257,20 @@ def main(argv: list[str] | None = None) -> int:
         *extra,
     ]
     print(shlex.join(command), flush=True)
-    if args.dry_run:
-        return 0
+    return 0 if args.dry_run else subprocess.call(command, env=launch_env(args.device))
+
+
+def launch_env(device: str) -> dict[str, str]:
+    """This process's environment for ``main_ppo``: the gem plugin modules first in
+    ``VERL_USE_EXTERNAL_MODULES`` (modules already listed there stay), this checkout on ``PYTHONPATH``."""
     env = dict(os.environ)
     given = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
     env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*EXTERNAL_MODULES, *given]))
-    if args.device == "cpu":
+    if device == "cpu":
         env["VERL_PLATFORM"] = "cpu"  # gem_adapters.verl.plugin then loads gem_adapters.verl.cpu
     repo = str(Path(__file__).resolve().parents[1])  # Ray workers import gem_adapters from here
     env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
-    return subprocess.call(command, env=env)
+    return env
 
 
 if __name__ == "__main__":

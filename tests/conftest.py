@@ -18,6 +18,14 @@ def closed_port():
         yield sock.getsockname()[1]
 
 
+@pytest.fixture
+def free_port():
+    """A local TCP port nothing listens on, released for the test's server to take."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @pytest.fixture(params=[True, False], ids=["HF_HUB_OFFLINE", "no-network"])
 def hub_unreachable(request, monkeypatch):
     """The Hub cannot be reached: HF_HUB_OFFLINE set (the tests' default), or unset with the Hub

@@ -107,7 +107,7 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
                 for name, value in a["flags"].items():
                     parsed = getattr(run, name)
                     assert parsed == type(parsed)(value)
-                assert run.steps == experiments.STEPS[a["task"]]
+                assert run.steps == (a["steps"] or experiments.STEPS[a["task"]])
     del sys.modules["experiments"]
 
 
@@ -183,12 +183,11 @@ def test_update_check_measures_the_step_on_the_batch_it_trained_on(tmp_path, mon
     )
 
 
-def test_trl_and_verl_take_the_same_steps_on_the_same_batches(tmp_path):
+def test_trl_and_verl_take_the_same_steps_on_the_same_batches(tmp_path, free_port):
     """``same_update.py`` on a tiny policy, in its own process (verl opens a process group there)."""
     pytest.importorskip("verl")
     import json
     import os
-    import socket
     import subprocess
 
     code = f"""
@@ -199,14 +198,11 @@ spec = common.PolicySpec("guess", hidden_size=32, num_layers=1, warmup_episodes=
 run = same_update.SameUpdateConfig(task="guess", episodes_per_step=8, num_generations=4, steps=2)
 print(json.dumps(same_update.compare(run, policy=spec)))
 """
-    with socket.socket() as probe:  # a free port for verl's one-rank gloo process group
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {
         **os.environ,
         "GEM_CACHE": str(tmp_path / "cache"),
         "OMP_NUM_THREADS": "1",
-        "MASTER_PORT": str(port),
+        "MASTER_PORT": str(free_port),  # verl's one-rank gloo process group
     }
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -219,3 +215,41 @@ print(json.dumps(same_update.compare(run, policy=spec)))
         assert step["gradient"]["relative"] < 1e-4 and step["gradient"]["cosine"] > 0.9999
     assert measured["update_norm"]["verl"] > 0
     assert measured["update"]["relative"] < 1e-3 and measured["update"]["cosine"] > 0.9999
+
+
+def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_path, monkeypatch):
+    """``verl_main_ppo.py`` on a tiny policy: ``python -m verl.trainer.main_ppo`` on CPU, 2 steps."""
+    pytest.importorskip("verl.experimental.agent_loop")
+    import pandas as pd
+    import yaml
+
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the script adds examples/ for train_verl
+    import verl_main_ppo
+
+    spec = common.PolicySpec(
+        "guess", hidden_size=32, num_layers=1, warmup_episodes=40, warmup_steps=3, warmup_batch=4
+    )
+    run = train.RunConfig(
+        task="guess", seed=2, steps=2, episodes_per_step=8, num_generations=4, out=str(tmp_path / "run.csv")
+    )
+    try:
+        argv = verl_main_ppo.command(run, common.warmed_up_policy(spec), tmp_path / "inputs", "/tmp/unused")
+        tasks = pd.read_parquet(tmp_path / "inputs" / "data" / "train.parquet")
+        seeds = [row["seed"] for row in tasks["extra_info"]]
+        assert seeds == [2 * train.TASK_SEEDS_PER_RUN + i for i in range(4)]  # 2 steps of 2 tasks
+        (loop,) = yaml.safe_load((tmp_path / "inputs" / "gem_agent_loop.yaml").read_text())
+        assert loop["_target_"] == "verl_main_ppo.RecordingGemAgentLoop" and loop["max_turns"] is None
+        assert argv[1:3] == ["-m", "verl.trainer.main_ppo"] and "actor_rollout_ref.rollout.n=4" in argv
+
+        rows = verl_main_ppo.main(run, policy=spec)
+    finally:
+        for name in ("verl_main_ppo", "train_verl"):
+            sys.modules.pop(name, None)
+    assert [r["step"] for r in rows] == [1, 2]
+    for row in rows:  # every step's 8 episodes recorded by the agent loop in verl's workers
+        assert 0.0 <= row["success_rate"] <= 1.0 and row["turns"] >= 1
+        assert row["entropy"] > 0 and row["loss"] == row["loss"]
+    with open(tmp_path / "run.csv") as f:
+        assert len(list(csv.DictReader(f))) == 2

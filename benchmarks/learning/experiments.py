@@ -4,9 +4,9 @@
     python benchmarks/learning/experiments.py plot adapters discount credit critic hangman
 
 ``run`` trains every arm of the named experiments for every seed through ``train.py`` (or
-``verl_cpu.py``), one process per run with ``OMP_NUM_THREADS=1``, ``--workers`` at a time, for
-``STEPS[task]`` optimizer steps unless ``--steps`` says otherwise; a run whose CSV exists is skipped,
-so runs shared by two experiments train once. ``plot`` writes, per experiment, ``<name>.png`` (mean
+``verl_cpu.py``, ``verl_main_ppo.py``), one process per run with ``OMP_NUM_THREADS=1``, ``--workers``
+at a time, for the arm's own ``steps``, else ``--steps``, else ``STEPS[task]`` optimizer steps; a run
+whose CSV exists is skipped, so runs shared by two experiments train once. ``plot`` writes, per experiment, ``<name>.png`` (mean
 over seeds, shaded min-max, of a 5-step moving average; the arms of a task are cut to the steps they
 all ran) and ``<name>.csv`` (per arm and seed: the mean of the first and of the last ``window``
 steps, a quarter of the run and at most 10), and prints per arm the mean over seeds with a 95%
@@ -26,7 +26,9 @@ bootstrap interval over seeds, under ``benchmarks/results/learning/``.
    episode weighted equally at 128.
 7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 1, 3 and 4 again at 128 episodes per step,
    the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task) and on 1-50; the 1-50
-   arms and the critic ran ``--steps 40`` (results README, 7a and 7c).
+   arms and the critic ran ``--steps 40`` (results README, 7a and 7c); ``adapters_main_ppo``: 3 with
+   verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``, 40 steps).
+8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens.
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -56,8 +58,18 @@ RUNS = RESULTS / "curves"
 STEPS = {"guess50": 60, "guess_range": 60, "hangman": 80, "pick": 40}
 
 
-def arm(task: str, estimator: str, gamma: float = 0.9, trainer: str = "train.py", **flags: str) -> dict:
-    return {"task": task, "estimator": estimator, "gamma": gamma, "trainer": trainer, "flags": flags}
+def arm(
+    task: str,
+    estimator: str,
+    gamma: float = 0.9,
+    trainer: str = "train.py",
+    steps: int | None = None,
+    **flags: str,
+) -> dict:
+    """One arm: ``trainer``'s run of ``estimator`` on ``task``; ``steps`` fixes its length (else ``run``'s)."""
+    return {
+        "task": task, "estimator": estimator, "gamma": gamma, "trainer": trainer, "steps": steps, "flags": flags
+    }  # fmt: skip
 
 
 EXPERIMENTS = {
@@ -90,7 +102,14 @@ EXPERIMENTS = {
         arm("guess_range", "rebn", episodes_per_step="128"),
         arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
     ],
+    # adapters_batch's two arms and the same run through verl's main_ppo (Ray workers, ~2x a verl_cpu.py step)
+    "adapters_main_ppo": [
+        arm("guess_range", "rebn", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="verl_main_ppo.py", steps=40, episodes_per_step="128"),
+    ],
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
+    "long": [arm("guess_range", "rebn", steps=120, episodes_per_step="128")],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
@@ -104,26 +123,35 @@ METRICS = {  # what each experiment plots
     "batch": ["success_rate", "return", "turns", "invalid_rate"],
     "discount_batch": ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
     "adapters_batch": ["success_rate", "return", "turns", "invalid_rate"],
+    "adapters_main_ppo": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
+    "long": ["success_rate", "return", "turns", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
 }
 
 
+def trainer_name(a: dict) -> str:
+    """``verl`` for ``verl_cpu.py``, ``verl_main_ppo`` for ``verl_main_ppo.py``."""
+    return a["trainer"].removesuffix(".py").removesuffix("_cpu")
+
+
 def label(a: dict) -> str:
-    via = "" if a["trainer"] == "train.py" else f" via {a['trainer'].removesuffix('_cpu.py')}"
+    via = "" if a["trainer"] == "train.py" else f" via {trainer_name(a)}"
     flags = "".join(f" {name}={value}" for name, value in a["flags"].items())
-    return f"{a['task']} {a['estimator']} gamma={a['gamma']}{flags}{via}"
+    steps = f" steps={a['steps']}" if a["steps"] else ""
+    return f"{a['task']} {a['estimator']} gamma={a['gamma']}{flags}{steps}{via}"
 
 
 def run_path(a: dict, seed: int) -> Path:
     flags = "".join(f"-{name}{value}" for name, value in a["flags"].items())
-    if a["trainer"] == "verl_cpu.py":  # the commands at the top of verl_cpu.py write there
-        return RESULTS / "adapters" / f"verl-{a['estimator']}{flags}-seed{seed}.csv"
+    flags += f"-steps{a['steps']}" if a["steps"] else ""
+    if a["trainer"] != "train.py":  # the commands at the top of verl_cpu.py and verl_main_ppo.py write there
+        return RESULTS / "adapters" / f"{trainer_name(a)}-{a['estimator']}{flags}-seed{seed}.csv"
     return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}{flags}-seed{seed}.csv"
 
 
 def command(a: dict, seed: int, steps: int | None) -> list[str]:
-    steps = steps or STEPS.get(a["task"], 40)
+    steps = a["steps"] or steps or STEPS.get(a["task"], 40)
     return [
         sys.executable, str(HERE / a["trainer"]), "--task", a["task"], "--estimator", a["estimator"],
         "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps),

@@ -67,6 +67,8 @@ class RunConfig:
 
 # Run seed k trains on task seeds from k * TASK_SEEDS_PER_RUN on, whatever the run's length.
 TASK_SEEDS_PER_RUN = 1_000_000
+MAX_CONTEXT_TOKENS = 1024
+PROMPT_TOKENS, RESPONSE_TOKENS = 256, 768  # verl's split of MAX_CONTEXT_TOKENS: first prompt, the rest
 COLUMNS = [
     "step", "wall_s", "success_rate", "return", "turns", "turns_to_solve", "invalid_rate",
     "first_guess_distance", "first_guess_midpoint", "loss", "entropy", "kl", "critic_loss",
@@ -158,7 +160,7 @@ def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
         advantage_estimator=run.estimator,
         gamma=run.gamma,
         max_turn_tokens=task.max_turn_tokens,
-        max_context_tokens=1024,
+        max_context_tokens=MAX_CONTEXT_TOKENS,
         learning_rate=run.learning_rate,
         lr_scheduler_type="constant_with_warmup",
         warmup_steps=run.warmup_steps,

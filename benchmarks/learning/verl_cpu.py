@@ -60,11 +60,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import torch
 from common import TASKS, PolicySpec, warmed_up_policy
-from train import TASK_SEEDS_PER_RUN, RunConfig, RunLog, batch_metrics
+from train import PROMPT_TOKENS, RESPONSE_TOKENS, TASK_SEEDS_PER_RUN, RunConfig, RunLog, batch_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_YAML = REPO / "examples" / "verl" / "gem_agent_loop.yaml"
-PROMPT_TOKENS, RESPONSE_TOKENS = 256, 768  # train.py's max_context_tokens=1024 in all
 
 
 @dataclass

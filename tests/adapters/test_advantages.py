@@ -305,9 +305,7 @@ def _gloo_worker(rank, world_size, port, shards, queue):
     dist.destroy_process_group()
 
 
-def test_rebn_with_torch_distributed_gloo():
-    import socket
-
+def test_rebn_with_torch_distributed_gloo(free_port):
     import torch.multiprocessing as mp
 
     episodes = [[0.0, 1.0], [2.0], [-1.0, 0.5, 0.5], [3.0, 0.0]]
@@ -317,12 +315,9 @@ def test_rebn_with_torch_distributed_gloo():
         return [r for e in eps for r in e], [i for i, e in enumerate(eps) for _ in e]
 
     shards = [shard(episodes[:1]), shard(episodes[1:])]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     ctx = mp.get_context("fork")  # torch is already imported: forking is quick
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_gloo_worker, args=(rank, 2, port, shards, queue)) for rank in (0, 1)]
+    procs = [ctx.Process(target=_gloo_worker, args=(rank, 2, free_port, shards, queue)) for rank in (0, 1)]
     for p in procs:
         p.start()
     results = dict(queue.get(timeout=120) for _ in procs)

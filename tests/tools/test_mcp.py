@@ -199,10 +199,8 @@ def test_bad_configs_fail_clearly(tmp_path):
         MCPTool({"command": str(tmp_path / "no-such-program")}, connect_timeout=10)
 
 
-def test_streamable_http_server(tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+def test_streamable_http_server(tmp_path, free_port):
+    port = free_port
     server = subprocess.Popen(
         [sys.executable, "-m", "gem_core.tools.mcp_demo_server", "--db", str(tmp_path / "h.sqlite"),
          "--transport", "streamable-http", "--port", str(port)],

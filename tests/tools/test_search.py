@@ -210,10 +210,8 @@ def test_server_that_never_answers_times_out():
         silent.close()
 
 
-def test_command_line_server(corpus_file):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+def test_command_line_server(corpus_file, free_port):
+    port = free_port
     proc = subprocess.Popen(
         [
             sys.executable,

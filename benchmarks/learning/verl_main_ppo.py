@@ -1,0 +1,195 @@
+"""The learning experiment through verl's own trainer: ``python -m verl.trainer.main_ppo`` on CPU.
+
+    python benchmarks/learning/verl_main_ppo.py --task guess_range --estimator rebn --seed 0 --steps 40 --episodes_per_step 128 --out benchmarks/results/learning/adapters/verl_main_ppo-rebn-episodes_per_step128-steps40-seed0.csv
+
+(``experiments.py run adapters_main_ppo`` runs it for seeds 0, 1 and 2.)
+
+``verl_cpu.py``'s run (the same warmed-up policy, settings and task seeds: ``RunConfig``'s
+``episodes_per_step``, ``num_generations``, ``gem_<estimator>`` with ``gamma``, one AdamW step per
+batch at ``learning_rate`` after ``warmup_steps``, clip 1.0, no weight decay, token-mean loss,
+temperature 1), launched as ``examples/train_verl.py --device cpu`` launches verl: its Ray workers,
+FSDP2 actor, transformers rollout server and agent-loop workers playing ``GemAgentLoop``. The run's
+CSV has ``train.py``'s columns.
+
+Two things reach verl's processes from here: this folder on ``PYTHONPATH`` with ``common`` in
+``VERL_USE_EXTERNAL_MODULES`` (the experiments' env ids, registered at import), and the agent loop
+``RecordingGemAgentLoop``, a ``GemAgentLoop`` that also writes every training episode to
+``$GEM_EPISODE_DIR`` (verl's own step metrics have the score but not the success or invalid-move
+rate). A step's CSV row is written when verl's file logger writes the step's metrics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # train_verl
+
+import yaml
+from common import TASKS, PolicySpec, warmed_up_policy
+from train import PROMPT_TOKENS, RESPONSE_TOKENS, TASK_SEEDS_PER_RUN, RunConfig, RunLog, batch_metrics
+
+from gem_adapters.jsonl import read_jsonl, write_jsonl
+from gem_adapters.verl.agent_loop import GemAgentLoop
+
+HERE = Path(__file__).resolve().parent
+EPISODE_DIR = "GEM_EPISODE_DIR"
+
+
+class RecordingGemAgentLoop(GemAgentLoop):
+    """``GemAgentLoop`` that appends each training episode to ``$GEM_EPISODE_DIR/step<N>-<pid>.jsonl``."""
+
+    async def run(self, sampling_params, **kwargs):
+        output = await super().run(sampling_params, **kwargs)
+        folder = os.environ.get(EPISODE_DIR)
+        if folder and not kwargs.get("validate", False):
+            step = int(kwargs["global_steps"])
+            write_jsonl(Path(folder) / f"step{step:06d}-{os.getpid()}.jsonl", [output.episode], append=True)
+        return output
+
+
+def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[str]:
+    """The ``main_ppo`` command of ``examples/train_verl.py --device cpu`` with this run's settings and
+    ``RecordingGemAgentLoop`` in the agent-loop YAML."""
+    import train_verl
+
+    prompts_per_step = run.episodes_per_step // run.num_generations
+    flags = {
+        "device": "cpu",
+        "model": str(folder),
+        "env_ids": TASKS[run.task].env_id,
+        "system_prompt": "",  # verl_cpu.py's rows (and train.py's renderer) have none
+        "train_tasks": run.steps * prompts_per_step,
+        "train_first_seed": run.seed * TASK_SEEDS_PER_RUN,
+        "val_tasks": 1,
+        "max_turn_tokens": TASKS[run.task].max_turn_tokens,
+        "max_prompt_length": PROMPT_TOKENS,
+        "max_response_length": RESPONSE_TOKENS,
+        "estimator": f"gem_{run.estimator}",
+        "gamma": run.gamma,
+        "episodes_per_task": run.num_generations,
+        "tasks_per_step": prompts_per_step,
+        "ppo_mini_batch_size": prompts_per_step,  # times rollout.n: the whole batch, one optimizer step
+        "micro_batch_size_per_gpu": run.episodes_per_step,
+        "learning_rate": run.learning_rate,
+        "temperature": run.temperature,
+        "total_training_steps": run.steps,
+        "test_freq": -1,
+        "output_dir": str(workdir),
+        "logger": "console,file",
+    }
+    args, _ = train_verl.parse_args([x for k, v in flags.items() for x in (f"--{k}", str(v))])
+    paths = train_verl.write_inputs(args)
+    loops = yaml.safe_load(paths["agent_loop"].read_text())
+    for loop in loops:  # episodes end when the env ends them, as in verl_cpu.py
+        loop.update(_target_="verl_main_ppo.RecordingGemAgentLoop", max_turns=None)
+    paths["agent_loop"].write_text(yaml.safe_dump(loops, sort_keys=False))
+    overrides = train_verl.hydra_overrides(args, paths, str(folder)) + [
+        "data.shuffle=False",  # the tasks in order, as verl_cpu.py plays them
+        "actor_rollout_ref.rollout.top_p=1.0",
+        "actor_rollout_ref.rollout.top_k=-1",
+        "actor_rollout_ref.actor.ppo_epochs=1",
+        "actor_rollout_ref.actor.use_dynamic_bsz=False",
+        "actor_rollout_ref.actor.loss_agg_mode=token-mean",
+        "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
+        f"actor_rollout_ref.actor.optim.lr_warmup_steps={run.warmup_steps}",
+        "actor_rollout_ref.actor.optim.weight_decay=0.0",
+        "actor_rollout_ref.actor.optim.clip_grad=1.0",
+        f"actor_rollout_ref.actor.fsdp_config.seed={run.seed}",
+        f"actor_rollout_ref.rollout.seed={run.seed}",
+        f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
+    ]
+    return [sys.executable, "-m", "verl.trainer.main_ppo", *train_verl._last_wins(overrides)]
+
+
+def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
+    """Train through ``main_ppo``; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
+    import train_verl
+
+    if run.estimator == "gae":
+        raise SystemExit("gae needs a critic; the gem_* verl estimators are the critic-free ones")
+    folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
+    main_ppo_log = Path(run.out).with_suffix(".main_ppo.log")
+    with (
+        tempfile.TemporaryDirectory() as workdir,
+        tempfile.TemporaryDirectory(
+            prefix="ray", dir="/tmp"
+        ) as ray_dir,  # Ray's socket paths must stay short
+        RunLog(
+            Path(run.out), f"verl main_ppo {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}"
+        ) as log,
+        open(main_ppo_log, "w") as output,
+    ):
+        work = Path(workdir)
+        episodes, metrics = work / "episodes", work / "metrics.jsonl"
+        episodes.mkdir()
+        env = train_verl.launch_env("cpu")
+        env["VERL_USE_EXTERNAL_MODULES"] += ",common"
+        env["PYTHONPATH"] = os.pathsep.join([str(HERE), env["PYTHONPATH"]])
+        env.update({EPISODE_DIR: str(episodes), "VERL_FILE_LOGGER_PATH": str(metrics)})
+        process = subprocess.Popen(
+            command(run, folder, work, ray_dir),
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its Ray processes go with it, below
+        )
+        try:
+            logged = 0
+            while logged < run.steps:
+                finished = process.poll() is not None
+                for record in complete_records(metrics)[logged:]:
+                    log.add(**step_row(record, episodes, run.episodes_per_step))
+                    logged += 1
+                if finished:
+                    break
+                time.sleep(2)
+            process.wait()
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    if process.returncode != 0 or logged != run.steps:
+        tail = main_ppo_log.read_text()[-4000:]
+        raise RuntimeError(f"main_ppo exited with {process.returncode} after {logged} steps:\n{tail}")
+    return log.rows
+
+
+def complete_records(path: Path) -> list[dict]:
+    """The records of verl's file logger written so far (a line still being written is left out)."""
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
+
+
+def step_row(record: dict, episodes: Path, episodes_per_step: int) -> dict:
+    """The CSV row of one step: the episodes it recorded, and verl's loss and entropy."""
+    step, data = int(record["step"]), record["data"]
+    played = [e for path in sorted(episodes.glob(f"step{step:06d}-*.jsonl")) for e in read_jsonl(path)]
+    if len(played) != episodes_per_step:
+        raise RuntimeError(f"step {step}: {len(played)} episodes recorded, not {episodes_per_step}")
+    return {
+        "step": step,
+        **batch_metrics(played),
+        "loss": float(data.get("actor/pg_loss", float("nan"))),
+        "entropy": float(data.get("actor/entropy", float("nan"))),
+        "critic_loss": float("nan"),
+    }
+
+
+if __name__ == "__main__":
+    from transformers import HfArgumentParser
+
+    (cli,) = HfArgumentParser(RunConfig).parse_args_into_dataclasses()
+    Path(cli.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(cli.out).with_suffix(".json").write_text(
+        json.dumps({**asdict(cli), "adapter": "verl main_ppo"}, indent=1)
+    )
+    main(cli)
