@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -43,6 +44,8 @@ from gem_adapters.verl.agent_loop import GemAgentLoop
 
 HERE = Path(__file__).resolve().parent
 EPISODE_DIR = "GEM_EPISODE_DIR"
+# verl warns once per agent loop (every episode) that a Llama has no model-specific token builder
+logging.getLogger("verl.utils.tokenizer.continuous_token_wiring").setLevel(logging.ERROR)
 
 
 class RecordingGemAgentLoop(GemAgentLoop):
