@@ -260,10 +260,10 @@ def plot(names: list[str]) -> None:
                     | {f"{k}_first": round(window_mean(rows, k, slice(0, w)), 4) for k in metrics}
                     | {f"{k}_last": round(window_mean(rows, k, slice(-w, None)), 4) for k in metrics}
                 )
-        for ax in axes[:, 0]:
-            if ax.lines:
-                ax.legend(fontsize=8)
-        fig.tight_layout()
+        handles = [h for ax in axes[:, 0] for h in ax.get_lines()]
+        rows = math.ceil(len(handles) / 2)  # the arms' legend, two columns under the plots
+        fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
+        fig.tight_layout(rect=(0, (0.2 * rows + 0.15) / fig.get_figheight(), 1, 1))
         RESULTS.mkdir(parents=True, exist_ok=True)
         fig.savefig(RESULTS / f"{name}.png", dpi=90)
         plt.close(fig)
