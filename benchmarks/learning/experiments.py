@@ -232,6 +232,10 @@ def plot(names: list[str]) -> None:
             i: {s: read(p) for s in range(10) if (p := run_path(a, s)).exists()}
             for i, a in enumerate(EXPERIMENTS[name])
         }
+        if not any(all_runs.values()):
+            print(f"== {name}: no runs yet, nothing plotted")
+            plt.close(fig)
+            continue
         for task in tasks:  # compare the arms of a task over the steps they all ran
             same = [i for i, a in enumerate(EXPERIMENTS[name]) if a["task"] == task]
             horizon = min((len(rows) for i in same for rows in all_runs[i].values()), default=0)
