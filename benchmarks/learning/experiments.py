@@ -6,11 +6,11 @@
 ``run`` trains every arm of the named experiments for every seed through ``train.py`` (or
 ``verl_cpu.py``, ``verl_main_ppo.py``), one process per run with ``OMP_NUM_THREADS=1``, ``--workers``
 at a time, for the arm's own ``steps``, else ``--steps``, else ``STEPS[task]`` optimizer steps; a run
-whose CSV exists is skipped, so runs shared by two experiments train once. ``plot`` writes, per experiment, ``<name>.png`` (mean
-over seeds, shaded min-max, of a 5-step moving average; the arms of a task are cut to the steps they
-all ran) and ``<name>.csv`` (per arm and seed: the mean of the first and of the last ``window``
-steps, a quarter of the run and at most 10), and prints per arm the mean over seeds with a 95%
-bootstrap interval over seeds, under ``benchmarks/results/learning/``.
+whose CSV exists is skipped, so runs shared by two experiments train once. ``plot`` writes, per
+experiment, ``<name>.png`` (mean over seeds, shaded min-max, of a 5-step moving average; the arms of a
+task are cut to the steps they all ran) and ``<name>.csv`` (per arm and seed: the mean of the first
+and of the last ``window`` steps, a quarter of the run and at most 10), and prints per arm the mean
+over seeds with a 95% bootstrap interval over seeds, under ``benchmarks/results/learning/``.
 
 1. ``discount``: GuessTheNumber 1-50 (12 turns, remaining range stated in each hint), ReBN with
    gamma 0.9 vs 1.0: success, turns to solve, first guess at the midpoint.

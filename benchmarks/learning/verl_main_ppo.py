@@ -122,11 +122,10 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
         raise SystemExit("gae needs a critic; the gem_* verl estimators are the critic-free ones")
     folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
     main_ppo_log = Path(run.out).with_suffix(".main_ppo.log")
+    # Ray's folder right under /tmp: its socket paths have a length limit
     with (
         tempfile.TemporaryDirectory() as workdir,
-        tempfile.TemporaryDirectory(
-            prefix="ray", dir="/tmp"
-        ) as ray_dir,  # Ray's socket paths must stay short
+        tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_dir,
         RunLog(
             Path(run.out), f"verl main_ppo {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}"
         ) as log,
