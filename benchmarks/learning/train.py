@@ -210,10 +210,15 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     return log.rows
 
 
-if __name__ == "__main__":
+def parse_run(config_class: type = RunConfig, **settings: Any):
+    """The run's config from the command line, saved beside its CSV (``.json``) with ``settings``."""
     from transformers import HfArgumentParser
 
-    (cli,) = HfArgumentParser(RunConfig).parse_args_into_dataclasses()
+    (cli,) = HfArgumentParser(config_class).parse_args_into_dataclasses()
     Path(cli.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(cli.out).with_suffix(".json").write_text(json.dumps(asdict(cli), indent=1))
-    main(cli)
+    Path(cli.out).with_suffix(".json").write_text(json.dumps({**asdict(cli), **settings}, indent=1))
+    return cli
+
+
+if __name__ == "__main__":
+    main(parse_run())

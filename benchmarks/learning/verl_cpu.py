@@ -41,14 +41,13 @@ flash-attention) and attention is ``sdpa``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sys
 import tempfile
 import types
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 # One process group of one rank, for verl's Worker and its FSDP engine.
@@ -60,7 +59,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import torch
 from common import TASKS, PolicySpec, warmed_up_policy
-from train import PROMPT_TOKENS, RESPONSE_TOKENS, TASK_SEEDS_PER_RUN, RunConfig, RunLog, batch_metrics
+from train import (
+    PROMPT_TOKENS,
+    RESPONSE_TOKENS,
+    TASK_SEEDS_PER_RUN,
+    RunConfig,
+    RunLog,
+    batch_metrics,
+    parse_run,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_YAML = REPO / "examples" / "verl" / "gem_agent_loop.yaml"
@@ -439,9 +446,4 @@ def main(run: RunConfig) -> list[dict]:
 
 
 if __name__ == "__main__":
-    from transformers import HfArgumentParser
-
-    (cli,) = HfArgumentParser(VerlRunConfig).parse_args_into_dataclasses()
-    Path(cli.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(cli.out).with_suffix(".json").write_text(json.dumps({**asdict(cli), "adapter": "verl"}, indent=1))
-    main(cli)
+    main(parse_run(VerlRunConfig, adapter="verl"))

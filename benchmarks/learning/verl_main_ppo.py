@@ -29,15 +29,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # train_verl
 
+import train_verl
 import yaml
 from common import TASKS, PolicySpec, warmed_up_policy
-from train import PROMPT_TOKENS, RESPONSE_TOKENS, TASK_SEEDS_PER_RUN, RunConfig, RunLog, batch_metrics
+from train import (
+    PROMPT_TOKENS,
+    RESPONSE_TOKENS,
+    TASK_SEEDS_PER_RUN,
+    RunConfig,
+    RunLog,
+    batch_metrics,
+    parse_run,
+)
 
 from gem_adapters.jsonl import read_jsonl, write_jsonl
 from gem_adapters.verl.agent_loop import GemAgentLoop
@@ -63,8 +71,6 @@ class RecordingGemAgentLoop(GemAgentLoop):
 def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[str]:
     """The ``main_ppo`` command of ``examples/train_verl.py --device cpu`` with this run's settings and
     ``RecordingGemAgentLoop`` in the agent-loop YAML."""
-    import train_verl
-
     prompts_per_step = run.episodes_per_step // run.num_generations
     flags = {
         "device": "cpu",
@@ -116,8 +122,6 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
 
 def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     """Train through ``main_ppo``; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
-    import train_verl
-
     if run.estimator == "gae":
         raise SystemExit("gae needs a critic; the gem_* verl estimators are the critic-free ones")
     folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
@@ -187,11 +191,4 @@ def step_row(record: dict, episodes: Path, episodes_per_step: int) -> dict:
 
 
 if __name__ == "__main__":
-    from transformers import HfArgumentParser
-
-    (cli,) = HfArgumentParser(RunConfig).parse_args_into_dataclasses()
-    Path(cli.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(cli.out).with_suffix(".json").write_text(
-        json.dumps({**asdict(cli), "adapter": "verl main_ppo"}, indent=1)
-    )
-    main(cli)
+    main(parse_run(adapter="verl main_ppo"))
