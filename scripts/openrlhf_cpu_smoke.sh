@@ -13,7 +13,7 @@ py="${GEM_OPENRLHF_PYTHON:-$repo/.venv-openrlhf/bin/python}"
 out="$(realpath -m "${1:-/tmp/gem-openrlhf-cpu-$$}")"
 harness="$repo/tests/adapters/openrlhf/cpu_harness"
 mkdir -p "$out"
-rm -rf "$out/record"
+rm -rf "$out/record" "$out/torch_extensions"
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
@@ -21,6 +21,9 @@ export PYTHONPATH="$harness:$repo${PYTHONPATH:+:$PYTHONPATH}"
 export GEM_OPENRLHF_CPU_HARNESS=1 GEM_OPENRLHF_CPU_RECORD="$out/record"
 # DeepSpeed: its CPU accelerator (gloo). vLLM: the CPU build, 1 GiB KV cache, eager, no core pinning.
 export DS_ACCELERATOR=cpu VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind VLLM_CPU_CI_ENV=1
+# DeepSpeed JIT-compiles its CPU ops (fused Adam, shm comm; ~80 s) into TORCH_EXTENSIONS_DIR behind a lock file that
+# a killed build leaves behind, and every later run then waits on it forever: each run builds into its own folder.
+export TORCH_EXTENSIONS_DIR="$out/torch_extensions"
 # Ray: a private instance (never a cluster another job started) with one logical GPU for OpenRLHF's num_gpus asks.
 # Its temp dir is short (Ray's socket paths must fit in 107 bytes) and removed at exit.
 ray_tmp="$(mktemp -d /tmp/gem-ray-XXXXXX)"

@@ -25,6 +25,7 @@ import collections
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -52,12 +53,29 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("openrlhf_cpu")
     env = {**os.environ, "GEM_OPENRLHF_PYTHON": sys.executable}
-    result = subprocess.run(
-        ["bash", str(SCRIPT), str(out)], env=env, capture_output=True, text=True, timeout=880
+    # Its own process group: on a timeout the Ray and vLLM processes under it go too.
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPT), str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
-    log = (out / "train.log").read_text() if (out / "train.log").exists() else result.stdout
-    assert result.returncode == 0, log[-6000:] + result.stderr[-3000:]
+    try:
+        stdout, stderr = proc.communicate(timeout=880)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        pytest.fail(f"train_ppo_ray still running after 880 s; its log ends:\n{train_log(out)[-6000:]}")
+    log = train_log(out) or stdout
+    assert proc.returncode == 0, log[-6000:] + stderr[-3000:]
     return out, log
+
+
+def train_log(out: Path) -> str:
+    path = out / "train.log"
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def load(out: Path, prefix: str) -> list[dict]:
