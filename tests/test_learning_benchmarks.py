@@ -139,16 +139,34 @@ def test_one_training_step_from_a_tiny_warmed_up_policy(tmp_path, monkeypatch, e
         "guess", hidden_size=32, num_layers=1, warmup_episodes=40, warmup_steps=3, warmup_batch=4
     )
     out = tmp_path / "run.csv"
+    schedule = {"rebn": "cosine", "gae": "constant"}[estimator]
     run = train.RunConfig(
-        task="guess", estimator=estimator, steps=2, episodes_per_step=8, num_generations=4, out=str(out)
-    )
+        task="guess", estimator=estimator, steps=2, episodes_per_step=8, num_generations=4, out=str(out),
+        warmup_steps=0, lr_schedule=schedule,
+    )  # fmt: skip
     rows = train.main(run, policy=spec)
     assert spec.folder().exists()
     assert [r["step"] for r in rows] == [1, 2]
+    # the rate after each step's scheduler step: cosine from lr to 0 over the run's 2 steps, or constant
+    lr = run.learning_rate
+    assert [r["lr"] for r in rows] == pytest.approx([lr / 2, 0.0] if schedule == "cosine" else [lr, lr])
     with open(out) as f:
         written = list(csv.DictReader(f))
     assert len(written) == 2 and 0.0 <= float(written[-1]["success_rate"]) <= 1.0
     assert (float(written[-1]["critic_loss"]) >= 0) is (estimator == "gae")
+
+
+@pytest.mark.parametrize(
+    "settings, refused",
+    [({"estimator": "gae"}, "critic"), ({"beta": 0.04}, "KL"), ({"lr_schedule": "cosine"}, None)],
+)
+def test_verl_runs_refuse_the_settings_they_do_not_train_with(settings, refused):
+    run = train.RunConfig(**settings)
+    if refused is None:
+        train.check_verl_run(run)
+    else:
+        with pytest.raises(SystemExit, match=refused):
+            train.check_verl_run(run)
 
 
 def test_shuffled_rebn_permutes_rebn_over_the_batch():
@@ -232,8 +250,9 @@ def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_p
         "guess", hidden_size=32, num_layers=1, warmup_episodes=40, warmup_steps=3, warmup_batch=4
     )
     run = train.RunConfig(
-        task="guess", seed=2, steps=2, episodes_per_step=8, num_generations=4, out=str(tmp_path / "run.csv")
-    )
+        task="guess", seed=2, steps=2, episodes_per_step=8, num_generations=4, out=str(tmp_path / "run.csv"),
+        warmup_steps=0, lr_schedule="cosine",
+    )  # fmt: skip
     try:
         argv = verl_main_ppo.command(run, common.warmed_up_policy(spec), tmp_path / "inputs", "/tmp/unused")
         tasks = pd.read_parquet(tmp_path / "inputs" / "data" / "train.parquet")
@@ -251,5 +270,6 @@ def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_p
     for row in rows:  # every step's 8 episodes recorded by the agent loop in verl's workers
         assert 0.0 <= row["success_rate"] <= 1.0 and row["turns"] >= 1
         assert row["entropy"] > 0 and row["loss"] == row["loss"]
+    assert [r["lr"] for r in rows] == pytest.approx([run.learning_rate / 2, 0.0])  # verl's cosine, as TRL's
     with open(tmp_path / "run.csv") as f:
         assert len(list(csv.DictReader(f))) == 2

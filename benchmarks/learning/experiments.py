@@ -110,6 +110,11 @@ EXPERIMENTS = {
     ],
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "long": [arm("guess_range", "rebn", steps=120, episodes_per_step="128")],
+    # long's run, and the same with the learning rate decayed to 0 over the 120 steps
+    "hold": [
+        arm("guess_range", "rebn", steps=120, episodes_per_step="128"),
+        arm("guess_range", "rebn", steps=120, episodes_per_step="128", lr_schedule="cosine"),
+    ],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
@@ -126,6 +131,7 @@ METRICS = {  # what each experiment plots
     "adapters_main_ppo": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "long": ["success_rate", "return", "turns", "invalid_rate"],
+    "hold": ["success_rate", "return", "turns", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
 }
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -60,6 +60,10 @@ class RunConfig:
     learning_rate: float = 5e-4
     beta: float = field(default=0.0, metadata={"help": "Per-token KL penalty to the warmed-up policy."})
     warmup_steps: int = field(default=5, metadata={"help": "Linear learning-rate warm-up."})
+    lr_schedule: Literal["constant", "cosine"] = field(
+        default="constant",
+        metadata={"help": "After the warm-up: constant, or cosine down to 0 at the last step."},
+    )
     critic_learning_rate: float = 1e-3
     temperature: float = 1.0
     out: str = "run.csv"
@@ -69,9 +73,20 @@ class RunConfig:
 TASK_SEEDS_PER_RUN = 1_000_000
 MAX_CONTEXT_TOKENS = 1024
 PROMPT_TOKENS, RESPONSE_TOKENS = 256, 768  # verl's split of MAX_CONTEXT_TOKENS: first prompt, the rest
+
+
+def check_verl_run(run: RunConfig) -> None:
+    """Refuse what the verl runs (``verl_cpu.py``, ``verl_main_ppo.py``) would otherwise silently ignore."""
+    if run.estimator == "gae":
+        raise SystemExit("gae needs a critic; the gem_* verl estimators are the critic-free ones")
+    if run.beta:
+        raise SystemExit("--beta: the verl runs have no KL term (actor.use_kl_loss is off)")
+
+
+# lr: the rate after the step's scheduler step (what the next step uses), as verl logs it
 COLUMNS = [
     "step", "wall_s", "success_rate", "return", "turns", "turns_to_solve", "invalid_rate",
-    "first_guess_distance", "first_guess_midpoint", "loss", "entropy", "kl", "critic_loss",
+    "first_guess_distance", "first_guess_midpoint", "loss", "entropy", "kl", "critic_loss", "lr",
 ]  # fmt: skip
 
 
@@ -162,7 +177,7 @@ def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
         max_turn_tokens=task.max_turn_tokens,
         max_context_tokens=MAX_CONTEXT_TOKENS,
         learning_rate=run.learning_rate,
-        lr_scheduler_type="constant_with_warmup",
+        lr_scheduler_type={"constant": "constant_with_warmup", "cosine": "cosine"}[run.lr_schedule],
         warmup_steps=run.warmup_steps,
         max_steps=run.steps,
         per_device_train_batch_size=run.episodes_per_step,
@@ -203,6 +218,7 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
                         entropy=logs.get("entropy", float("nan")),
                         kl=logs.get("kl", float("nan")),
                         critic_loss=logs.get("critic/loss", float("nan")),
+                        lr=trainer.lr_scheduler.get_last_lr()[0],
                     )
 
         trainer.add_callback(Record())

@@ -66,6 +66,7 @@ from train import (
     RunConfig,
     RunLog,
     batch_metrics,
+    check_verl_run,
     parse_run,
 )
 
@@ -204,7 +205,9 @@ def verl_config(run: RunConfig, folder: Path):
         "actor.entropy_coeff": 0.0,
         "actor.use_kl_loss": False,
         "actor.optim.lr": run.learning_rate,
-        "actor.optim.lr_warmup_steps": run.warmup_steps,  # linear from 0, as TRL's constant_with_warmup
+        "actor.optim.lr_warmup_steps": run.warmup_steps,  # linear from 0, as TRL's
+        "actor.optim.lr_scheduler_type": run.lr_schedule,  # verl's cosine: to 0 at total_training_steps, as TRL's
+        "actor.optim.total_training_steps": run.steps,
         "actor.optim.weight_decay": 0.0,
         "actor.optim.clip_grad": 1.0,
         "actor.engine.seed": run.seed,
@@ -424,15 +427,19 @@ class VerlCPUTrainer:
         metrics = self.update(batch)
         self.sync_weights()
         loss = metrics.get("actor/pg_loss", metrics.get("loss"))
-        loss = float(np.mean(loss)) if isinstance(loss, list) else float(loss)
-        return {**batch_metrics(episodes), "loss": loss, "entropy": entropy, "critic_loss": float("nan")}
+        return {
+            **batch_metrics(episodes),
+            "loss": float(np.mean(loss)),
+            "entropy": entropy,
+            "critic_loss": float("nan"),
+            "lr": float(np.mean(metrics["lr"])),
+        }
 
 
 def main(run: RunConfig) -> list[dict]:
     from transformers import set_seed
 
-    if run.estimator == "gae":
-        raise SystemExit("gae needs a critic; the gem_* verl estimators are the critic-free ones")
+    check_verl_run(run)
     set_seed(run.seed)
     folder = warmed_up_policy(PolicySpec(run.policy or run.task))
     with (

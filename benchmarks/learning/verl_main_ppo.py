@@ -44,6 +44,7 @@ from train import (
     RunConfig,
     RunLog,
     batch_metrics,
+    check_verl_run,
     parse_run,
 )
 
@@ -111,6 +112,7 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
         "actor_rollout_ref.actor.loss_agg_mode=token-mean",
         "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
         f"actor_rollout_ref.actor.optim.lr_warmup_steps={run.warmup_steps}",
+        f"actor_rollout_ref.actor.optim.lr_scheduler_type={run.lr_schedule}",
         "actor_rollout_ref.actor.optim.weight_decay=0.0",
         "actor_rollout_ref.actor.optim.clip_grad=1.0",
         f"actor_rollout_ref.actor.fsdp_config.seed={run.seed}",
@@ -122,8 +124,7 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
 
 def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     """Train through ``main_ppo``; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
-    if run.estimator == "gae":
-        raise SystemExit("gae needs a critic; the gem_* verl estimators are the critic-free ones")
+    check_verl_run(run)
     folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
     main_ppo_log = Path(run.out).with_suffix(".main_ppo.log")
     # Ray's folder right under /tmp: its socket paths have a length limit
@@ -176,7 +177,7 @@ def complete_records(path: Path) -> list[dict]:
 
 
 def step_row(record: dict, episodes: Path, episodes_per_step: int) -> dict:
-    """The CSV row of one step: the episodes it recorded, and verl's loss and entropy."""
+    """The CSV row of one step: the episodes it recorded, and verl's loss, entropy and learning rate."""
     step, data = int(record["step"]), record["data"]
     played = [e for path in sorted(episodes.glob(f"step{step:06d}-*.jsonl")) for e in read_jsonl(path)]
     if len(played) != episodes_per_step:
@@ -187,6 +188,7 @@ def step_row(record: dict, episodes: Path, episodes_per_step: int) -> dict:
         "loss": float(data.get("actor/pg_loss", float("nan"))),
         "entropy": float(data.get("actor/entropy", float("nan"))),
         "critic_loss": float("nan"),
+        "lr": float(data.get("actor/lr", float("nan"))),
     }
 
 
