@@ -201,30 +201,40 @@ def test_update_check_measures_the_step_on_the_batch_it_trained_on(tmp_path, mon
     )
 
 
-def test_trl_and_verl_take_the_same_steps_on_the_same_batches(tmp_path, free_port):
-    """``same_update.py`` on a tiny policy, in its own process (verl opens a process group there)."""
-    pytest.importorskip("verl")
+def run_with_verl(module: str, body: str, tmp_path: Path, port: int):
+    """Run ``body`` (which sets ``result``) after ``import <module>`` in a fresh process, as verl opens a
+    one-rank gloo process group there; ``TINY`` is the tiny warmed-up policy's spec. Returns ``result``."""
     import json
     import os
     import subprocess
 
-    code = f"""
-import json, sys
-sys.path.insert(0, {LEARNING!r})
-import common, same_update
-spec = common.PolicySpec("guess", hidden_size=32, num_layers=1, warmup_episodes=40, warmup_steps=3, warmup_batch=4)
-run = same_update.SameUpdateConfig(task="guess", episodes_per_step=8, num_generations=4, steps=2)
-print(json.dumps(same_update.compare(run, policy=spec)))
-"""
+    code = (
+        f"import json, sys\nsys.path.insert(0, {LEARNING!r})\nimport common, {module}\n"
+        "TINY = common.PolicySpec('guess', hidden_size=32, num_layers=1, warmup_episodes=40, warmup_steps=3,"
+        " warmup_batch=4)\n"
+        f"{body}\nprint(json.dumps(result))\n"
+    )
     env = {
         **os.environ,
         "GEM_CACHE": str(tmp_path / "cache"),
         "OMP_NUM_THREADS": "1",
-        "MASTER_PORT": str(free_port),  # verl's one-rank gloo process group
+        "MASTER_PORT": str(port),
     }
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_trl_and_verl_take_the_same_steps_on_the_same_batches(tmp_path, free_port):
+    """``same_update.py`` on a tiny policy."""
+    pytest.importorskip("verl")
+    measured = run_with_verl(
+        "same_update",
+        "run = same_update.SameUpdateConfig(task='guess', episodes_per_step=8, num_generations=4, steps=2)\n"
+        "result = same_update.compare(run, policy=TINY)",
+        tmp_path,
+        free_port,
+    )
     assert len(measured["steps"]) == 2
     for step in measured["steps"]:
         assert step["episodes"] == 8 and step["turns"] >= 8 and step["action_tokens"] > 0
@@ -233,6 +243,22 @@ print(json.dumps(same_update.compare(run, policy=spec)))
         assert step["gradient"]["relative"] < 1e-4 and step["gradient"]["cosine"] > 0.9999
     assert measured["update_norm"]["verl"] > 0
     assert measured["update"]["relative"] < 1e-3 and measured["update"]["cosine"] > 0.9999
+
+
+def test_verl_cpu_run_trains_with_the_runs_learning_rate_schedule(tmp_path, free_port):
+    """``verl_cpu.py``'s run on a tiny policy: 2 steps, the rate cosine to 0 as TRL's."""
+    pytest.importorskip("verl")
+    rows = run_with_verl(
+        "verl_cpu",
+        "run = verl_cpu.VerlRunConfig(task='guess', steps=2, episodes_per_step=8, num_generations=4,"
+        f" warmup_steps=0, lr_schedule='cosine', out={str(tmp_path / 'run.csv')!r})\n"
+        "result = verl_cpu.main(run, policy=TINY)",
+        tmp_path,
+        free_port,
+    )
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(r["turns"] >= 1 and r["loss"] == r["loss"] for r in rows)
+    assert [r["lr"] for r in rows] == pytest.approx([5e-4 / 2, 0.0])
 
 
 def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_path, monkeypatch):

@@ -121,7 +121,7 @@ class RunLog:
     def add(self, **row: Any) -> None:
         row["wall_s"] = round(time.perf_counter() - self.started, 1)
         self.rows.append(row)
-        self.writer.writerow({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()})
+        self.writer.writerow({k: float(f"{v:.6g}") if isinstance(v, float) else v for k, v in row.items()})
         self.file.flush()
 
     def __exit__(self, *exc: object) -> None:

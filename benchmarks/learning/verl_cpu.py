@@ -436,12 +436,13 @@ class VerlCPUTrainer:
         }
 
 
-def main(run: RunConfig) -> list[dict]:
+def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
+    """Train; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
     from transformers import set_seed
 
     check_verl_run(run)
     set_seed(run.seed)
-    folder = warmed_up_policy(PolicySpec(run.policy or run.task))
+    folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
     with (
         tempfile.TemporaryDirectory() as workdir,
         RunLog(Path(run.out), f"verl {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}") as log,
