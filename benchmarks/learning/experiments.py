@@ -102,7 +102,7 @@ EXPERIMENTS = {
         arm("guess_range", "rebn", episodes_per_step="128"),
         arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
     ],
-    # adapters_batch's two arms and the same run through verl's main_ppo (Ray workers, ~2x a verl_cpu.py step)
+    # adapters_batch's two arms and the same run through verl's main_ppo (Ray workers, 1.26x a verl_cpu.py step)
     "adapters_main_ppo": [
         arm("guess_range", "rebn", episodes_per_step="128"),
         arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
