@@ -140,12 +140,11 @@ def test_domain_tokenizer_round_trips_any_text():
     assert tokenizer.eos_token == "<|im_end|>"
 
 
-@pytest.mark.parametrize("estimator", ["rebn", "gae"])
-def test_one_training_step_from_a_tiny_warmed_up_policy(tmp_path, monkeypatch, estimator):
+@pytest.mark.parametrize("estimator, schedule", [("rebn", "cosine"), ("gae", "constant")])
+def test_one_training_step_from_a_tiny_warmed_up_policy(tmp_path, monkeypatch, estimator, schedule):
     monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
     spec = common.PolicySpec("guess", **TINY_POLICY)
     out = tmp_path / "run.csv"
-    schedule = {"rebn": "cosine", "gae": "constant"}[estimator]
     run = train.RunConfig(
         task="guess", estimator=estimator, steps=2, episodes_per_step=8, num_generations=4, out=str(out),
         warmup_steps=0, lr_schedule=schedule,
