@@ -28,7 +28,10 @@ over seeds with a 95% bootstrap interval over seeds, under ``benchmarks/results/
    the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task) and on 1-50; the 1-50
    arms and the critic ran ``--steps 40`` (results README, 7a and 7c); ``adapters_main_ppo``: 3 with
    verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``, 40 steps).
-8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens.
+8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens;
+   ``hold``: the same with the learning rate decayed to 0 (cosine) over the 120 steps.
+9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO and against gamma 1.0, each
+   with the same schedule and length (the credit-assignment and discount claims at 120 steps).
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -115,6 +118,15 @@ EXPERIMENTS = {
         arm("guess_range", "rebn", steps=120, episodes_per_step="128"),
         arm("guess_range", "rebn", steps=120, episodes_per_step="128", lr_schedule="cosine"),
     ],
+    # hold's cosine run against GRPO and against gamma 1.0 with the same schedule and length
+    "credit_hold": [
+        arm("guess_range", e, steps=120, episodes_per_step="128", lr_schedule="cosine")
+        for e in ("rebn", "grpo")
+    ],
+    "discount_hold": [
+        arm("guess_range", "rebn", g, steps=120, episodes_per_step="128", lr_schedule="cosine")
+        for g in (0.9, 1.0)
+    ],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
@@ -132,6 +144,8 @@ METRICS = {  # what each experiment plots
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "long": ["success_rate", "return", "turns", "invalid_rate"],
     "hold": ["success_rate", "return", "turns", "invalid_rate"],
+    "credit_hold": ["success_rate", "return", "turns", "invalid_rate"],
+    "discount_hold": ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
 }
 
