@@ -75,6 +75,8 @@ def arm(
     }  # fmt: skip
 
 
+LONG = {"steps": 120, "episodes_per_step": "128"}  # long's setting: 120 steps of 128 episodes
+HELD = {**LONG, "lr_schedule": "cosine"}  # the same with the rate decayed to 0 over the 120 steps
 EXPERIMENTS = {
     "discount": [arm("guess50", "rebn", g) for g in (0.9, 1.0)],
     "credit": [arm("guess_range", e) for e in ("rebn", "grpo", "reinforce", "rebn_per_episode")],
@@ -112,21 +114,12 @@ EXPERIMENTS = {
         arm("guess_range", "rebn", trainer="verl_main_ppo.py", steps=40, episodes_per_step="128"),
     ],
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
-    "long": [arm("guess_range", "rebn", steps=120, episodes_per_step="128")],
+    "long": [arm("guess_range", "rebn", **LONG)],
     # long's run, and the same with the learning rate decayed to 0 over the 120 steps
-    "hold": [
-        arm("guess_range", "rebn", steps=120, episodes_per_step="128"),
-        arm("guess_range", "rebn", steps=120, episodes_per_step="128", lr_schedule="cosine"),
-    ],
+    "hold": [arm("guess_range", "rebn", **LONG), arm("guess_range", "rebn", **HELD)],
     # hold's cosine run against GRPO and against gamma 1.0 with the same schedule and length
-    "credit_hold": [
-        arm("guess_range", e, steps=120, episodes_per_step="128", lr_schedule="cosine")
-        for e in ("rebn", "grpo")
-    ],
-    "discount_hold": [
-        arm("guess_range", "rebn", g, steps=120, episodes_per_step="128", lr_schedule="cosine")
-        for g in (0.9, 1.0)
-    ],
+    "credit_hold": [arm("guess_range", e, **HELD) for e in ("rebn", "grpo")],
+    "discount_hold": [arm("guess_range", "rebn", g, **HELD) for g in (0.9, 1.0)],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
