@@ -119,6 +119,26 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
     del sys.modules["experiments"]
 
 
+def test_block_means_and_the_late_window_of_a_long_run(capsys):
+    import experiments
+
+    # seed 0 wins on every 3rd step from step 1 (0, 3, ...), seed 1 on every step of its last 40 of 120
+    runs = {
+        0: [{"success_rate": float(step % 3 == 0)} for step in range(120)],
+        1: [{"success_rate": float(step >= 80)} for step in range(120)],
+    }
+    experiments.print_blocks(runs, "success_rate")
+    lines = capsys.readouterr().out.splitlines()
+    # blocks of 10 steps: 4, 3, 3 wins of 10 in turn for seed 0 (steps 0-9 hold 0, 3, 6, 9)
+    assert lines[0].split(": ")[1].split() == ["0.400", "0.300", "0.300"] * 4
+    assert lines[1].split(": ")[1].split() == ["0.000"] * 8 + ["1.000"] * 4
+    # steps 81-120 (indices 80-119): seed 0 wins at indices 81, 84, ..., 117 (13 of 40), seed 1 on all 40
+    assert lines[2] == f"    success_rate, steps 81-120: {(13 / 40 + 1) / 2:.3f}"
+    experiments.print_blocks({0: runs[0][:19]}, "success_rate")  # shorter than two blocks: nothing
+    assert capsys.readouterr().out == ""
+    del sys.modules["experiments"]
+
+
 def test_hangman_warmup_player_never_repeats_a_letter():
     for _, moves in common.scripted_games(common.TASKS["hangman"], 50, seed=0):
         letters = [action for _, action, _ in moves]

@@ -9,8 +9,9 @@ at a time, for the arm's own ``steps``, else ``--steps``, else ``STEPS[task]`` o
 whose CSV exists is skipped, so runs shared by two experiments train once. ``plot`` writes, per
 experiment, ``<name>.png`` (mean over seeds, shaded min-max, of a 5-step moving average; the arms of a
 task are cut to the steps they all ran) and ``<name>.csv`` (per arm and seed: the mean of the first
-and of the last ``window`` steps, a quarter of the run and at most 10), and prints per arm the mean
-over seeds with a 95% bootstrap interval over seeds, under ``benchmarks/results/learning/``.
+and of the last ``window`` steps, a quarter of the run and at most 10) under
+``benchmarks/results/learning/``, and prints per arm the mean over seeds with a 95% bootstrap interval
+over seeds, and each seed's first metric by 10-step block (``print_blocks``).
 
 1. ``discount``: GuessTheNumber 1-50 (12 turns, remaining range stated in each hint), ReBN with
    gamma 0.9 vs 1.0: success, turns to solve, first guess at the midpoint.
@@ -30,8 +31,9 @@ over seeds with a 95% bootstrap interval over seeds, under ``benchmarks/results/
    verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``, 40 steps).
 8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens;
    ``hold``: the same with the learning rate decayed to 0 (cosine) over the 120 steps.
-9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO and against gamma 1.0, each
-   with the same schedule and length (the credit-assignment and discount claims at 120 steps).
+9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO, REINFORCE and ReBN with
+   equal episode weights, and against gamma 1.0, each with the same schedule and length (the
+   credit-assignment and discount claims at 120 steps).
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -117,8 +119,9 @@ EXPERIMENTS = {
     "long": [arm("guess_range", "rebn", **LONG)],
     # long's run, and the same with the learning rate decayed to 0 over the 120 steps
     "hold": [arm("guess_range", "rebn", **LONG), arm("guess_range", "rebn", **HELD)],
-    # hold's cosine run against GRPO and against gamma 1.0 with the same schedule and length
-    "credit_hold": [arm("guess_range", e, **HELD) for e in ("rebn", "grpo")],
+    # hold's cosine run against GRPO, REINFORCE and equal episode weights, and against gamma 1.0,
+    # with the same schedule and length
+    "credit_hold": [arm("guess_range", e, **HELD) for e in ("rebn", "grpo", "reinforce", "rebn_per_episode")],
     "discount_hold": [arm("guess_range", "rebn", g, **HELD) for g in (0.9, 1.0)],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
@@ -226,6 +229,21 @@ def window_mean(rows: list[dict], key: str, part: slice) -> float:
     return statistics.mean(values) if values else float("nan")
 
 
+def print_blocks(runs: dict[int, list[dict]], key: str, size: int = 10) -> None:
+    """Per seed, the mean of ``key`` over each ``size`` steps; for runs of 60 steps or more, also the
+    mean over seeds of the last third of the run, with its interval (where a long curve has flattened)."""
+    num_steps = min(len(rows) for rows in runs.values())
+    if num_steps < 2 * size:
+        return
+    for seed, rows in runs.items():
+        blocks = (window_mean(rows, key, slice(b, b + size)) for b in range(0, num_steps - size + 1, size))
+        print(f"    {key} by {size}-step block, seed {seed}: " + " ".join(f"{v:.3f}" for v in blocks))
+    if num_steps >= 60:
+        first = num_steps - num_steps // 3
+        late = [window_mean(rows, key, slice(first, num_steps)) for rows in runs.values()]
+        print(f"    {key}, steps {first + 1}-{num_steps}: {mean_with_interval(late)}")
+
+
 def plot(names: list[str]) -> None:
     import matplotlib
 
@@ -292,14 +310,17 @@ def plot(names: list[str]) -> None:
             print(
                 f"== {name}: mean over seeds of the first / last `window` steps [95% bootstrap interval over seeds]"
             )
-            for arm_label in dict.fromkeys(r["arm"] for r in summary):
-                rows = [r for r in summary if r["arm"] == arm_label]
+            for i, a in enumerate(EXPERIMENTS[name]):
+                if not all_runs[i]:
+                    continue
+                rows = [r for r in summary if r["arm"] == label(a)]
                 steps = "/".join(str(r["steps"]) for r in rows)
-                print(f"{arm_label} ({len(rows)} seeds, {steps} steps, window {rows[0]['window']}):")
+                print(f"{label(a)} ({len(rows)} seeds, {steps} steps, window {rows[0]['window']}):")
                 for k in metrics:
                     print(
                         f"    {k:22s} {mean_with_interval([r[f'{k}_first'] for r in rows])} -> {mean_with_interval([r[f'{k}_last'] for r in rows])}"
                     )
+                print_blocks(all_runs[i], metrics[0])
         if name.startswith("discount"):
             for task in tasks:
                 ref = reference_turns(task)
