@@ -122,7 +122,7 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
 def test_block_means_and_the_late_window_of_a_long_run(capsys):
     import experiments
 
-    # seed 0 wins on every 3rd step from step 1 (0, 3, ...), seed 1 on every step of its last 40 of 120
+    # seed 0 wins at every 3rd step index (0, 3, 6, ...), seed 1 at every step of its last 40 of 120
     runs = {
         0: [{"success_rate": float(step % 3 == 0)} for step in range(120)],
         1: [{"success_rate": float(step >= 80)} for step in range(120)],
