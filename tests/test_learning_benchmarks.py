@@ -160,6 +160,25 @@ def test_domain_tokenizer_round_trips_any_text():
     assert tokenizer.eos_token == "<|im_end|>"
 
 
+def test_the_warm_up_policy_follows_from_its_spec_whatever_the_thread_count(tmp_path, monkeypatch):
+    import torch
+    from safetensors.torch import load_file
+
+    spec = common.PolicySpec("guess", **TINY_POLICY)
+    caller_threads = torch.get_num_threads()
+    weights = []
+    for threads in (2, 1):  # on 2 threads even this policy's 3 SFT steps round differently
+        monkeypatch.setenv("GEM_CACHE", str(tmp_path / f"threads{threads}"))
+        torch.set_num_threads(threads)
+        try:
+            weights.append(load_file(common.warmed_up_policy(spec) / "model.safetensors"))
+            assert torch.get_num_threads() == threads  # the build hands the caller's setting back
+        finally:
+            torch.set_num_threads(caller_threads)
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+
+
 @pytest.mark.parametrize("estimator, schedule", [("rebn", "cosine"), ("gae", "constant")])
 def test_one_training_step_from_a_tiny_warmed_up_policy(tmp_path, monkeypatch, estimator, schedule):
     monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))

@@ -33,7 +33,8 @@ over seeds, and each seed's first metric by 10-step block (``print_blocks``).
    ``hold``: the same with the learning rate decayed to 0 (cosine) over the 120 steps.
 9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO, REINFORCE and ReBN with
    equal episode weights, and against gamma 1.0, each with the same schedule and length (the
-   credit-assignment and discount claims at 120 steps).
+   credit-assignment and discount claims at 120 steps); ``discount_hold`` also runs the discount on
+   1-50 with the rate decayed to 0 over 60 steps.
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -122,7 +123,10 @@ EXPERIMENTS = {
     # hold's cosine run against GRPO, REINFORCE and equal episode weights, and against gamma 1.0,
     # with the same schedule and length
     "credit_hold": [arm("guess_range", e, **HELD) for e in ("rebn", "grpo", "reinforce", "rebn_per_episode")],
-    "discount_hold": [arm("guess_range", "rebn", g, **HELD) for g in (0.9, 1.0)],
+    "discount_hold": [
+        *(arm("guess_range", "rebn", g, **HELD) for g in (0.9, 1.0)),
+        *(arm("guess50", "rebn", g, **{**HELD, "steps": 60}) for g in (0.9, 1.0)),  # 1-50: a 60-step cosine
+    ],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
