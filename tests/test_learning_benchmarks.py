@@ -101,21 +101,36 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
     import experiments
     from transformers import HfArgumentParser
 
-    arm_of_path = {}
+    command_of_path = {}
     for arms in experiments.EXPERIMENTS.values():
         for a in arms:
             for seed in (0, 1, 2):
-                path = experiments.run_path(a, seed)  # an arm in two experiments trains once
-                assert arm_of_path.setdefault(path, (a, seed)) == (a, seed), path
+                path = experiments.run_path(a, seed)
                 command = experiments.command(a, seed, steps=None)
+                # a run shared by two arms or experiments trains once, and one CSV never holds two runs
+                assert command_of_path.setdefault(path, command) == command, path
                 assert command[1].endswith(a["trainer"]) and command[-1] == str(path)
                 (run,) = HfArgumentParser(train.RunConfig).parse_args_into_dataclasses(command[2:])
                 expected = (a["task"], a["estimator"], a["gamma"], seed)
                 assert (run.task, run.estimator, run.gamma, run.seed) == expected
                 for name, value in a["flags"].items():
                     parsed = getattr(run, name)
-                    assert parsed == type(parsed)(value)
+                    assert parsed == type(parsed)(value.format(seed=seed))
                 assert run.steps == (a["steps"] or experiments.STEPS[a["task"]])
+    del sys.modules["experiments"]
+
+
+def test_a_flag_at_its_default_names_the_same_run_as_leaving_it_out():
+    import experiments
+
+    plain = experiments.arm("guess50", "rebn", episodes_per_step="128")
+    own_policy = experiments.arm("guess50", "rebn", episodes_per_step="128", policy_seed="{seed}")
+    assert experiments.command(own_policy, 0, steps=None) == experiments.command(plain, 0, steps=None)
+    seed1 = experiments.command(own_policy, 1, steps=None)
+    assert seed1[-4:-2] == ["--policy_seed", "1"] and seed1 != experiments.command(plain, 1, steps=None)
+    assert train.RunConfig(task="pick", policy="guess", policy_seed=1).policy_spec() == common.PolicySpec(
+        "guess", seed=1
+    )
     del sys.modules["experiments"]
 
 

@@ -34,7 +34,8 @@ over seeds, and each seed's first metric by 10-step block (``print_blocks``).
 9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO, REINFORCE and ReBN with
    equal episode weights, and against gamma 1.0, each with the same schedule and length (the
    credit-assignment and discount claims at 120 steps); ``discount_hold`` also runs the discount on
-   1-50 with the rate decayed to 0 over 60 steps.
+   1-50 with the rate decayed to 0 over 60 steps; ``discount_builds``: those 1-50 arms with each run
+   seed starting from its own warm-up policy build (``--policy_seed``).
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -49,11 +50,13 @@ import statistics
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from bootstrap import mean_with_interval  # noqa: E402
+from train import RunConfig  # noqa: E402
 
 RESULTS = HERE.parent / "results" / "learning"
 RUNS = RESULTS / "curves"
@@ -72,7 +75,8 @@ def arm(
     steps: int | None = None,
     **flags: str,
 ) -> dict:
-    """One arm: ``trainer``'s run of ``estimator`` on ``task``; ``steps`` fixes its length (else ``run``'s)."""
+    """One arm: ``trainer``'s run of ``estimator`` on ``task``; ``steps`` fixes its length (else ``run``'s);
+    a flag's ``"{seed}"`` stands for the run's seed."""
     return {
         "task": task, "estimator": estimator, "gamma": gamma, "trainer": trainer, "steps": steps, "flags": flags
     }  # fmt: skip
@@ -127,6 +131,10 @@ EXPERIMENTS = {
         *(arm("guess_range", "rebn", g, **HELD) for g in (0.9, 1.0)),
         *(arm("guess50", "rebn", g, **{**HELD, "steps": 60}) for g in (0.9, 1.0)),  # 1-50: a 60-step cosine
     ],
+    # discount_hold's 1-50 arms with each run seed from its own warm-up build (seed 0's is the one they share)
+    "discount_builds": [
+        arm("guess50", "rebn", g, **{**HELD, "steps": 60}, policy_seed="{seed}") for g in (0.9, 1.0)
+    ],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 METRICS = {  # what each experiment plots
@@ -146,6 +154,7 @@ METRICS = {  # what each experiment plots
     "hold": ["success_rate", "return", "turns", "invalid_rate"],
     "credit_hold": ["success_rate", "return", "turns", "invalid_rate"],
     "discount_hold": ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
+    "discount_builds": ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
 }
 
@@ -162,8 +171,18 @@ def label(a: dict) -> str:
     return f"{a['task']} {a['estimator']} gamma={a['gamma']}{flags}{steps}{via}"
 
 
+DEFAULTS = {f.name: str(f.default) for f in fields(RunConfig)}
+
+
+def run_flags(a: dict, seed: int) -> dict[str, str]:
+    """``a``'s flags for run ``seed``, less those at ``train.py``'s default (so a run's name and command
+    do not depend on whether an arm spells a default out)."""
+    flags = {name: value.format(seed=seed) for name, value in a["flags"].items()}
+    return {name: value for name, value in flags.items() if DEFAULTS.get(name) != value}
+
+
 def run_path(a: dict, seed: int) -> Path:
-    flags = "".join(f"-{name}{value}" for name, value in a["flags"].items())
+    flags = "".join(f"-{name}{value}" for name, value in run_flags(a, seed).items())
     flags += f"-steps{a['steps']}" if a["steps"] else ""
     if a["trainer"] != "train.py":  # the commands at the top of verl_cpu.py and verl_main_ppo.py write there
         return RESULTS / "adapters" / f"{trainer_name(a)}-{a['estimator']}{flags}-seed{seed}.csv"
@@ -175,7 +194,7 @@ def command(a: dict, seed: int, steps: int | None) -> list[str]:
     return [
         sys.executable, str(HERE / a["trainer"]), "--task", a["task"], "--estimator", a["estimator"],
         "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps),
-        *(x for name, value in a["flags"].items() for x in (f"--{name}", value)), "--out", str(run_path(a, seed)),
+        *(x for name, value in run_flags(a, seed).items() for x in (f"--{name}", value)), "--out", str(run_path(a, seed)),
     ]  # fmt: skip
 
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import torch
-from common import TASKS, PolicySpec, warmed_up_policy
+from common import TASKS, warmed_up_policy
 from verl_cpu import VerlCPUTrainer, VerlRunConfig
 
 ESTIMATORS = ("rebn", "grpo", "reinforce", "dr_grpo", "rloo")
@@ -58,7 +58,7 @@ def compare(run: VerlRunConfig) -> list[str]:
     from gem_adapters.advantages import mask_runs
     from gem_adapters.trl import episode_to_sample
 
-    folder = warmed_up_policy(PolicySpec(run.policy or run.task))
+    folder = warmed_up_policy(run.policy_spec())
     with tempfile.TemporaryDirectory() as workdir:
         verl = VerlCPUTrainer(run, folder, Path(workdir))
         trl = trl_trainer(run, folder, Path(workdir))

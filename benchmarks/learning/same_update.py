@@ -86,7 +86,7 @@ def compare(run: VerlRunConfig, policy: PolicySpec | None = None) -> dict:
     from gem_adapters.models import load_model
 
     run = replace(run, warmup_steps=0)
-    spec = policy or PolicySpec(run.policy or run.task)
+    spec = policy or run.policy_spec()
     folder = warmed_up_policy(spec)
     before = dict(load_model(str(folder)).named_parameters())
     gradients: list[dict[int, torch.Tensor]] = []  # per optimizer step, verl's then TRL's: id(weight) -> grad

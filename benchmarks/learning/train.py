@@ -51,6 +51,10 @@ class RunConfig:
     policy: str | None = field(
         default=None, metadata={"help": "Start from the warmed-up policy of this task (default: --task's)."}
     )
+    policy_seed: int = field(
+        default=0,
+        metadata={"help": "Build seed of the warmed-up policy (its SFT games, tokenizer and init)."},
+    )
     gamma: float = 0.9
     lam: float = field(default=1.0, metadata={"help": "GAE lambda (gae only)."})
     seed: int = 0
@@ -67,6 +71,9 @@ class RunConfig:
     critic_learning_rate: float = 1e-3
     temperature: float = 1.0
     out: str = "run.csv"
+
+    def policy_spec(self) -> PolicySpec:
+        return PolicySpec(self.policy or self.task, seed=self.policy_seed)
 
 
 # Run seed k trains on task seeds from k * TASK_SEEDS_PER_RUN on, whatever the run's length.
@@ -155,7 +162,7 @@ def first_guess_metrics(episodes) -> dict[str, float]:
 
 
 def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
-    """The run's trainer on its warmed-up policy (``policy`` overrides ``PolicySpec(run.policy or run.task)``)."""
+    """The run's trainer on its warmed-up policy (``policy`` overrides ``run.policy_spec()``)."""
     global _shuffle
     from transformers import set_seed
 
@@ -165,7 +172,7 @@ def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
     set_seed(run.seed)
     _shuffle = np.random.default_rng(run.seed)
     task = TASKS[run.task]
-    folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
+    folder = warmed_up_policy(policy or run.policy_spec())
     model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
     ppo = run.estimator == "gae"
     config_class, trainer_class = (GEMPPOConfig, GEMPPOTrainer) if ppo else (GEMGRPOConfig, GEMGRPOTrainer)

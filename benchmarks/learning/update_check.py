@@ -80,7 +80,7 @@ def measure(run: RunConfig, policy: PolicySpec | None = None) -> dict:
     ``turn_index``, ``advantage``, the sampled reply's log-probability as the rollout saw it
     (``rollout_logprob``) and as the model computes it ``before`` and ``after`` the step, and on
     GuessTheNumber ``allowed_before`` / ``allowed_after`` (probability of a reply the hints allow)."""
-    spec = policy or PolicySpec(run.policy or run.task)
+    spec = policy or run.policy_spec()
     trainer = build_trainer(replace(run, steps=1, warmup_steps=0), spec)
     trainer.train()
     episodes, token_advantages = trainer.last_episodes, trainer.last_advantages

@@ -442,7 +442,7 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
 
     check_verl_run(run)
     set_seed(run.seed)
-    folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
+    folder = warmed_up_policy(policy or run.policy_spec())
     with (
         tempfile.TemporaryDirectory() as workdir,
         RunLog(Path(run.out), f"verl {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}") as log,

@@ -125,7 +125,7 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
 def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     """Train through ``main_ppo``; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
     check_verl_run(run)
-    folder = warmed_up_policy(policy or PolicySpec(run.policy or run.task))
+    folder = warmed_up_policy(policy or run.policy_spec())
     main_ppo_log = Path(run.out).with_suffix(".main_ppo.log")
     # Ray's folder right under /tmp: its socket paths have a length limit
     with (
