@@ -154,6 +154,24 @@ def test_block_means_and_the_late_window_of_a_long_run(capsys):
     del sys.modules["experiments"]
 
 
+def test_two_arms_are_compared_seed_by_seed_on_the_seeds_both_ran(capsys):
+    import experiments
+
+    arms = [experiments.arm("guess50", "rebn", g) for g in (0.9, 1.0)]
+    labels = [experiments.label(a) for a in arms]
+    last = {(0, 0): 0.5, (0, 1): 0.75, (0, 2): 0.25, (1, 0): 0.25, (1, 1): 1.0, (1, 3): 0.0}  # (arm, seed)
+    summary = [{"arm": labels[i], "seed": seed, "success_rate_last": v} for (i, seed), v in last.items()]
+    experiments.print_paired(summary, arms, ["success_rate"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("paired by seed [0, 1]:")  # seeds 2 and 3 ran under one arm only
+    assert lines[1].split()[1:3] == ["+0.250", "-0.250"] and "mean 0.000" in lines[1]
+    experiments.print_paired(
+        summary[:1] + summary[3:4], arms, ["success_rate"]
+    )  # one shared seed: no pairing
+    assert capsys.readouterr().out == ""
+    del sys.modules["experiments"]
+
+
 def test_hangman_warmup_player_never_repeats_a_letter():
     for _, moves in common.scripted_games(common.TASKS["hangman"], 50, seed=0):
         letters = [action for _, action, _ in moves]

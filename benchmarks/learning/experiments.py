@@ -11,7 +11,8 @@ experiment, ``<name>.png`` (mean over seeds, shaded min-max, of a 5-step moving 
 task are cut to the steps they all ran) and ``<name>.csv`` (per arm and seed: the mean of the first
 and of the last ``window`` steps, a quarter of the run and at most 10) under
 ``benchmarks/results/learning/``, and prints per arm the mean over seeds with a 95% bootstrap interval
-over seeds, and each seed's first metric by 10-step block (``print_blocks``).
+over seeds, each seed's first metric by 10-step block (``print_blocks``) and, where a task has two
+arms, their difference paired by seed (``print_paired``).
 
 1. ``discount``: GuessTheNumber 1-50 (12 turns, remaining range stated in each hint), ReBN with
    gamma 0.9 vs 1.0: success, turns to solve, first guess at the midpoint.
@@ -267,6 +268,23 @@ def print_blocks(runs: dict[int, list[dict]], key: str, size: int = 10) -> None:
         print(f"    {key}, steps {first + 1}-{num_steps}: {mean_with_interval(late)}")
 
 
+def print_paired(summary: list[dict], arms: list[dict], metrics: list[str]) -> None:
+    """For two arms run on the same seeds (so on the same task seeds and warm-up policy): per seed and
+    over seeds, the first arm's mean over the last ``window`` steps minus the second's."""
+    first, second = ({r["seed"]: r for r in summary if r["arm"] == label(a)} for a in arms)
+    seeds = sorted(first.keys() & second.keys())
+    if len(seeds) < 2:
+        return
+    print(f"{label(arms[0])} minus {label(arms[1])}, last `window` steps, paired by seed {seeds}:")
+    for k in metrics:
+        differences = [first[s][f"{k}_last"] - second[s][f"{k}_last"] for s in seeds]
+        print(
+            f"    {k:22s} "
+            + " ".join(f"{d:+.3f}" for d in differences)
+            + f"  mean {mean_with_interval(differences)}"
+        )
+
+
 def plot(names: list[str]) -> None:
     import matplotlib
 
@@ -344,6 +362,9 @@ def plot(names: list[str]) -> None:
                         f"    {k:22s} {mean_with_interval([r[f'{k}_first'] for r in rows])} -> {mean_with_interval([r[f'{k}_last'] for r in rows])}"
                     )
                 print_blocks(all_runs[i], metrics[0])
+            for task in tasks:
+                if len(same := [a for a in EXPERIMENTS[name] if a["task"] == task]) == 2:
+                    print_paired(summary, same, metrics)
         if name.startswith("discount"):
             for task in tasks:
                 ref = reference_turns(task)
