@@ -165,9 +165,8 @@ def test_two_arms_are_compared_seed_by_seed_on_the_seeds_both_ran(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("paired by seed [0, 1]:")  # seeds 2 and 3 ran under one arm only
     assert lines[1].split()[1:3] == ["+0.250", "-0.250"] and "mean 0.000" in lines[1]
-    experiments.print_paired(
-        summary[:1] + summary[3:4], arms, ["success_rate"]
-    )  # one shared seed: no pairing
+    # one shared seed: no pairing
+    experiments.print_paired(summary[:1] + summary[3:4], arms, ["success_rate"])
     assert capsys.readouterr().out == ""
     del sys.modules["experiments"]
 

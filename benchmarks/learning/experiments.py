@@ -85,6 +85,7 @@ def arm(
 
 LONG = {"steps": 120, "episodes_per_step": "128"}  # long's setting: 120 steps of 128 episodes
 HELD = {**LONG, "lr_schedule": "cosine"}  # the same with the rate decayed to 0 over the 120 steps
+HELD_60 = {**HELD, "steps": 60}  # the same schedule over 60 steps (the 1-50 arms)
 EXPERIMENTS = {
     "discount": [arm("guess50", "rebn", g) for g in (0.9, 1.0)],
     "credit": [arm("guess_range", e) for e in ("rebn", "grpo", "reinforce", "rebn_per_episode")],
@@ -130,14 +131,13 @@ EXPERIMENTS = {
     "credit_hold": [arm("guess_range", e, **HELD) for e in ("rebn", "grpo", "reinforce", "rebn_per_episode")],
     "discount_hold": [
         *(arm("guess_range", "rebn", g, **HELD) for g in (0.9, 1.0)),
-        *(arm("guess50", "rebn", g, **{**HELD, "steps": 60}) for g in (0.9, 1.0)),  # 1-50: a 60-step cosine
+        *(arm("guess50", "rebn", g, **HELD_60) for g in (0.9, 1.0)),
     ],
     # discount_hold's 1-50 arms with each run seed from its own warm-up build (seed 0's is the one they share)
-    "discount_builds": [
-        arm("guess50", "rebn", g, **{**HELD, "steps": 60}, policy_seed="{seed}") for g in (0.9, 1.0)
-    ],
+    "discount_builds": [arm("guess50", "rebn", g, **HELD_60, policy_seed="{seed}") for g in (0.9, 1.0)],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
+DISCOUNT_METRICS = ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"]
 METRICS = {  # what each experiment plots
     "discount": ["success_rate", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
     "credit": ["success_rate", "return", "turns", "invalid_rate"],
@@ -147,15 +147,15 @@ METRICS = {  # what each experiment plots
     "hangman": ["success_rate", "return", "invalid_rate", "entropy"],
     "drift": ["success_rate", "return", "invalid_rate", "entropy"],
     "batch": ["success_rate", "return", "turns", "invalid_rate"],
-    "discount_batch": ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
+    "discount_batch": DISCOUNT_METRICS,
     "adapters_batch": ["success_rate", "return", "turns", "invalid_rate"],
     "adapters_main_ppo": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "long": ["success_rate", "return", "turns", "invalid_rate"],
     "hold": ["success_rate", "return", "turns", "invalid_rate"],
     "credit_hold": ["success_rate", "return", "turns", "invalid_rate"],
-    "discount_hold": ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
-    "discount_builds": ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
+    "discount_hold": DISCOUNT_METRICS,
+    "discount_builds": DISCOUNT_METRICS,
     "signal": ["success_rate", "invalid_rate"],
 }
 
