@@ -36,7 +36,8 @@ arms, their difference paired by seed (``print_paired``).
    equal episode weights, and against gamma 1.0, each with the same schedule and length (the
    credit-assignment and discount claims at 120 steps); ``discount_hold`` also runs the discount on
    1-50 with the rate decayed to 0 over 60 steps; ``discount_builds``: those 1-50 arms with each run
-   seed starting from its own warm-up policy build (``--policy_seed``).
+   seed starting from its own warm-up policy build (``--policy_seed``); ``critic_hold``: the critic
+   against ``credit_hold``'s GRPO and ReBN runs, same schedule and length, one critic pass per batch.
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -135,6 +136,11 @@ EXPERIMENTS = {
     ],
     # discount_hold's 1-50 arms with each run seed from its own warm-up build (seed 0's is the one they share)
     "discount_builds": [arm("guess50", "rebn", g, **HELD_60, policy_seed="{seed}") for g in (0.9, 1.0)],
+    # critic_batch's critic with credit_hold's schedule and length, one critic pass per batch (as the policy)
+    "critic_hold": [
+        arm("guess_range", "gae", **HELD, critic_epochs="1"),
+        *(arm("guess_range", e, **HELD) for e in ("grpo", "rebn")),
+    ],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 DISCOUNT_METRICS = ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"]
@@ -156,6 +162,7 @@ METRICS = {  # what each experiment plots
     "credit_hold": ["success_rate", "return", "turns", "invalid_rate"],
     "discount_hold": DISCOUNT_METRICS,
     "discount_builds": DISCOUNT_METRICS,
+    "critic_hold": ["success_rate", "return", "turns", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
 }
 

@@ -69,6 +69,7 @@ class RunConfig:
         metadata={"help": "After the warm-up: constant, or cosine down to 0 at the last step."},
     )
     critic_learning_rate: float = 1e-3
+    critic_epochs: int = field(default=4, metadata={"help": "Critic passes over each batch (gae only)."})
     temperature: float = 1.0
     out: str = "run.csv"
 
@@ -176,7 +177,11 @@ def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
     model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
     ppo = run.estimator == "gae"
     config_class, trainer_class = (GEMPPOConfig, GEMPPOTrainer) if ppo else (GEMGRPOConfig, GEMGRPOTrainer)
-    extra = {"lam": run.lam, "critic_learning_rate": run.critic_learning_rate} if ppo else {}
+    extra = (
+        {"lam": run.lam, "critic_learning_rate": run.critic_learning_rate, "critic_epochs": run.critic_epochs}
+        if ppo
+        else {}
+    )
     config = config_class(
         output_dir=tempfile.mkdtemp(prefix="gem-learning-"),  # nothing is saved there
         advantage_estimator=run.estimator,

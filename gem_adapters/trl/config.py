@@ -80,6 +80,17 @@ class GEMPPOConfig(GEMGRPOConfig):
     lam: float = field(default=1.0, metadata={"help": "GAE lambda over turns."})
     critic_learning_rate: float = field(default=1e-3, metadata={"help": "Adam step size of the critic."})
     critic_epochs: int = field(default=4, metadata={"help": "Critic passes over each generation batch."})
+    critic_micro_batch_size: int = field(
+        default=16,
+        metadata={
+            "help": "Episodes per critic forward/backward pass (grouped by length; gradients accumulate)."
+        },
+    )
     whiten_advantages: bool = field(
         default=True, metadata={"help": "Normalise the GAE advantages over the batch's turns (as PPO does)."}
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.critic_epochs < 1 or self.critic_micro_batch_size < 1:
+            raise ValueError("critic_epochs and critic_micro_batch_size must be at least 1")

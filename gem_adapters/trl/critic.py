@@ -9,9 +9,13 @@ the policy acted in. Each generation batch:
 2. advantages by turn-level GAE(gamma, lam) from ``gem_adapters.advantages`` (``"gae"``), optionally
    whitened over the batch's turns;
 3. ``critic_epochs`` Adam steps of the critic on ``(V(s_k) - (A_k + V_old(s_k)))^2``, the lambda-returns
-   as targets;
+   as targets, each step's gradient accumulated over micro-batches;
 4. the advantages go on each turn's tokens and TRL's clipped policy loss trains the policy, exactly
    as for the critic-free estimators.
+
+The critic reads the batch in micro-batches of ``critic_micro_batch_size`` episodes of similar length
+(longest first), so a forward pass pads each episode to its neighbours' length rather than to the
+batch's longest, and holds the activations of one micro-batch at a time.
 
 Logged beside TRL's metrics: ``critic/loss`` (before the update) and ``critic/explained_variance``.
 One training process only: a critic shared over several processes would need its own data
@@ -81,28 +85,17 @@ class GEMPPOTrainer(GEMGRPOTrainer):
             self.accelerator.device
         )
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=args.critic_learning_rate)
+        self.pad_id = getattr(self.processing_class, "pad_token_id", None) or 0
 
     def turn_advantages(self, episodes: Sequence[Episode]) -> list[np.ndarray]:
-        pad_id = getattr(self.processing_class, "pad_token_id", None) or 0
         with torch.no_grad():
-            old = [v.double().cpu().numpy() for v in self.critic.turn_values(episodes, pad_id)]
+            old = [v.double().cpu().numpy() for v in self.critic_values(episodes)]
         advantages = advantages_for_episodes(
             "gae", episodes, gamma=self.args.gamma, lam=self.args.lam, values=old
         )
-        targets = [
-            torch.from_numpy(a + v).float().to(self.accelerator.device) for a, v in zip(advantages, old)
-        ]
-        flat_targets, flat_old = torch.cat(targets), np.concatenate(old)
-        first_loss = None
-        for _ in range(self.args.critic_epochs):
-            values = torch.cat(self.critic.turn_values(episodes, pad_id))
-            loss = torch.nn.functional.mse_loss(values, flat_targets)
-            first_loss = loss.item() if first_loss is None else first_loss
-            self.critic_optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), 1.0)
-            self.critic_optimizer.step()
-        target_np = flat_targets.double().cpu().numpy()
+        targets = [torch.from_numpy(a + v).float() for a, v in zip(advantages, old)]
+        first_loss = self.fit_critic(episodes, targets)
+        target_np, flat_old = torch.cat(targets).double().numpy(), np.concatenate(old)
         variance = float(np.var(target_np))
         explained = 1.0 - float(np.var(target_np - flat_old)) / variance if variance > 0 else float("nan")
         mode = "train" if self.model.training else "eval"
@@ -113,3 +106,37 @@ class GEMPPOTrainer(GEMGRPOTrainer):
             mean, std = flat.mean(), flat.std()
             advantages = [(a - mean) / (std + self.args.advantage_eps) for a in advantages]
         return advantages
+
+    def micro_batches(self, episodes: Sequence[Episode]) -> list[list[int]]:
+        """Indices of ``episodes`` in groups of ``critic_micro_batch_size``, longest episodes first."""
+        lengths = [len(e.to_sequence(include_closing=False).token_ids) for e in episodes]
+        order = sorted(range(len(episodes)), key=lambda i: -lengths[i])
+        size = self.args.critic_micro_batch_size
+        return [order[i : i + size] for i in range(0, len(order), size)]
+
+    def critic_values(self, episodes: Sequence[Episode]) -> list[torch.Tensor]:
+        """``TurnCritic.turn_values`` of every episode, computed micro-batch by micro-batch."""
+        values: list[torch.Tensor] = [torch.empty(0)] * len(episodes)
+        for rows in self.micro_batches(episodes):
+            for row, v in zip(rows, self.critic.turn_values([episodes[r] for r in rows], self.pad_id)):
+                values[row] = v
+        return values
+
+    def fit_critic(self, episodes: Sequence[Episode], targets: Sequence[torch.Tensor]) -> float:
+        """``critic_epochs`` steps on the mean squared error over all turns; returns the first step's loss."""
+        num_turns = sum(len(t) for t in targets)
+        groups = self.micro_batches(episodes)
+        losses = []
+        for _ in range(self.args.critic_epochs):
+            self.critic_optimizer.zero_grad()
+            loss_sum = 0.0
+            for rows in groups:
+                values = torch.cat(self.critic.turn_values([episodes[r] for r in rows], self.pad_id))
+                target = torch.cat([targets[r] for r in rows]).to(values.device)
+                loss = torch.sum((values - target) ** 2) / num_turns
+                loss.backward()
+                loss_sum += loss.item()
+            losses.append(loss_sum)
+            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), 1.0)
+            self.critic_optimizer.step()
+        return losses[0]

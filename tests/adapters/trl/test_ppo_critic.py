@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -110,8 +111,51 @@ def test_values_are_read_before_each_action_and_ignore_padding(ppo_run):
         torch.testing.assert_close(values.detach(), alone[[s - 1 for s in starts]], atol=1e-5, rtol=0)
 
 
+def test_micro_batches_group_by_length_and_give_the_whole_batchs_values(ppo_run):
+    trainer, _, _ = ppo_run
+    episodes = trainer.seen[0][0]
+    lengths = [len(e.to_sequence(include_closing=False).token_ids) for e in episodes]
+    trainer.args.critic_micro_batch_size = 3
+    groups = trainer.micro_batches(episodes)
+    assert sorted(i for g in groups for i in g) == list(range(len(episodes)))
+    assert [len(g) for g in groups[:-1]] == [3] * (len(groups) - 1)
+    assert all(min(lengths[i] for i in a) >= max(lengths[i] for i in b) for a, b in pairwise(groups))
+    with torch.no_grad():
+        whole = trainer.critic.turn_values(episodes, 0)
+        micro = trainer.critic_values(episodes)
+    for w, m in zip(whole, micro):
+        torch.testing.assert_close(m, w, atol=1e-5, rtol=0)
+
+
+def test_the_critics_step_does_not_depend_on_the_micro_batch_size(ppo_run):
+    """Accumulated over micro-batches, the gradient is the whole batch's mean squared error gradient."""
+    trainer, _, _ = ppo_run
+    episodes = trainer.seen[1][0]
+    targets = [torch.linspace(-1, 1, len(e.turns)) for e in episodes]
+    start = {n: p.detach().clone() for n, p in trainer.critic.named_parameters()}
+    trainer.args.critic_epochs = 1
+    steps, losses = [], []
+    for size in (1, 4, len(episodes)):
+        trainer.critic.load_state_dict(start)
+        trainer.critic_optimizer = torch.optim.SGD(trainer.critic.parameters(), lr=0.1)  # Adam hides scale
+        trainer.args.critic_micro_batch_size = size
+        losses.append(trainer.fit_critic(episodes, targets))
+        steps.append({n: p.detach() - start[n] for n, p in trainer.critic.named_parameters()})
+    trainer.critic.load_state_dict(start)
+    with torch.no_grad():
+        values = torch.cat(trainer.critic.turn_values(episodes, 0))
+    assert losses[0] == pytest.approx(float(torch.mean((values - torch.cat(targets)) ** 2)), rel=1e-4)
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4) and losses[2] == pytest.approx(losses[0], rel=1e-4)
+    assert any(s.abs().max() > 1e-5 for s in steps[0].values())
+    for other in steps[1:]:
+        for name, step in steps[0].items():
+            torch.testing.assert_close(other[name], step, atol=1e-6, rtol=1e-3)
+
+
 def test_configs_pair_gae_with_the_critic(tmp_path):
     with pytest.raises(ValueError, match="GEMPPOConfig"):
         GEMGRPOConfig(output_dir=str(tmp_path), advantage_estimator="gae")
     with pytest.raises(ValueError, match="must be 'gae'"):
         GEMPPOConfig(output_dir=str(tmp_path), advantage_estimator="rebn")
+    with pytest.raises(ValueError, match="critic_micro_batch_size"):
+        GEMPPOConfig(output_dir=str(tmp_path), critic_micro_batch_size=0)
