@@ -40,9 +40,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 32, 16, 8])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    run = train.RunConfig(
-        task="guess_range", estimator="gae", steps=1, episodes_per_step=args.episodes, out="/dev/null"
-    )
+    run = train.RunConfig(task="guess_range", estimator="gae", steps=1, episodes_per_step=args.episodes)
     trainer = train.build_trainer(run)
     trainer.train()
     episodes = trainer.last_episodes
