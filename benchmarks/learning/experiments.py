@@ -29,7 +29,7 @@ arms, their difference paired by seed (``print_paired``).
 7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 1, 3 and 4 again at 128 episodes per step,
    the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task) and on 1-50; the 1-50
    arms and the critic ran ``--steps 40`` (results README, 7a and 7c); ``adapters_main_ppo``: 3 with
-   verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``, 40 steps).
+   verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``).
 8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens;
    ``hold``: the same with the learning rate decayed to 0 (cosine) over the 120 steps.
 9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO, REINFORCE and ReBN with
@@ -121,7 +121,7 @@ EXPERIMENTS = {
     "adapters_main_ppo": [
         arm("guess_range", "rebn", episodes_per_step="128"),
         arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
-        arm("guess_range", "rebn", trainer="verl_main_ppo.py", steps=40, episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
     ],
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "long": [arm("guess_range", "rebn", **LONG)],

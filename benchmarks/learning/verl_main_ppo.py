@@ -193,4 +193,6 @@ def step_row(record: dict, episodes: Path, episodes_per_step: int) -> dict:
 
 
 if __name__ == "__main__":
+    # a stopped run (SIGTERM) unwinds through main's cleanup, which stops main_ppo's Ray processes
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     main(parse_run(adapter="verl main_ppo"))
