@@ -44,7 +44,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from datasets import Dataset
 from transformers import HfArgumentParser, PrinterCallback, TrainerCallback, set_seed
-from trl import SFTConfig, SFTTrainer
+from trl import SFTConfig
 
 from gem_adapters.episode_stats import episode_stats
 from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
@@ -52,8 +52,9 @@ from gem_adapters.policies.base import SamplingParams
 from gem_adapters.policies.transformers_policy import TransformersPolicy
 from gem_adapters.rollout import RolloutLimits, rollout
 from gem_adapters.run_log import RunLog
+from gem_adapters.timing import minor_faults
 from gem_adapters.trajectory import ChatRenderer, write_jsonl
-from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
+from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, GEMSFTTrainer, tasks_dataset
 from gem_adapters.warmup import scripted_episodes, sft_rows
 
 # A worked game in the chat before the real one, using the hints: the format and the game's feedback
@@ -119,6 +120,12 @@ class Args:
     micro_batch_size: int = field(default=4, metadata={"help": "Episodes per forward/backward pass."})
     temperature: float = 1.0
     beta: float = field(default=0.0, metadata={"help": "KL coefficient to the initial model."})
+    share_prefixes: bool = field(
+        default=True,
+        metadata={
+            "help": "Learner: compute each distinct prefix of a micro-batch once (gem_adapters.prefix_tree)."
+        },
+    )
     entropy_target: float = field(
         default=0.0,
         metadata={
@@ -148,9 +155,14 @@ class Args:
 
 
 EVAL_FIRST_SEED, WARMUP_FIRST_SEED = 1_000_000, 2_000_000  # training tasks use seeds below both
+# Where each GRPO step's seconds go and its minor page faults (thousands); the tokens through the learner
+# and in the batch's prefix tree (GEMGRPOTrainer's timing/* metrics).
+TIMINGS = ["rollout_s", "scoring_s", "forward_s", "backward_s", "optimizer_s", "faults_k"]
+TOKEN_COUNTS = ["learner_tokens", "unique_tokens"]
 COLUMNS = [
     "split", "phase", "step", "wall_s", "return", "success_rate", "turns", "format_error_rate",
     "invalid_move_rate", "hint_consistency", "tokens_per_s", "step_s", "loss", "entropy", "grad_norm",
+    *TIMINGS, *TOKEN_COUNTS,
 ]  # fmt: skip
 CONSOLE = {
     "split": "{:<5}", "step": "step {:4d}", "success_rate": "success {:.2f}", "return": "return {:+.3f}",
@@ -197,7 +209,7 @@ def evaluate(
     """Play ``eval_episodes`` fixed seeds (disjoint from training) with the current weights and log them."""
     if args.eval_episodes <= 0:
         return
-    started = time.perf_counter()
+    started, faults = time.perf_counter(), minor_faults()
     policy = TransformersPolicy(model, tokenizer, seed=args.seed, cache=args.rollout_cache)
     episodes = rollout(
         [args.env_id] * args.eval_episodes,
@@ -213,7 +225,11 @@ def evaluate(
         e.info.update(split="eval", phase=phase, step=step)
     write_jsonl(trajectories, episodes, append=True)
     row = batch_row(episodes, "eval", phase, step)
-    row.update(tokens_per_s=sum(e.num_generated_tokens for e in episodes) / seconds, step_s=seconds)
+    row.update(
+        tokens_per_s=sum(e.num_generated_tokens for e in episodes) / seconds,
+        step_s=seconds,
+        faults_k=(minor_faults() - faults) / 1000,
+    )
     log.print_row(log.record(row), CONSOLE)
 
 
@@ -235,13 +251,14 @@ def warm_up(model, tokenizer, renderer, args: Args, out: Path, bf16: bool) -> No
         lr_scheduler_type="constant",
         max_length=None,
         bf16=bf16,
+        gradient_checkpointing=args.gradient_checkpointing,  # SFTConfig turns it on unless told
         logging_steps=1,
         save_strategy="no",
         report_to=[],
         disable_tqdm=True,
         seed=args.seed,
     )
-    trainer = SFTTrainer(
+    trainer = GEMSFTTrainer(
         model=model,
         args=config,
         train_dataset=Dataset.from_list(sft_rows(episodes)),
@@ -274,6 +291,7 @@ def grpo_config(args: Args, out: Path):
         beta=args.beta,
         use_adaptive_entropy=args.entropy_target > 0,
         entropy_target=args.entropy_target,
+        share_prefixes=args.share_prefixes,
         use_vllm=args.use_vllm,
         vllm_mode=args.vllm_mode,
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
@@ -307,6 +325,7 @@ class LogSteps(TrainerCallback):
             tokens_per_s=logs["env/tokens_per_second"],
             step_s=time.perf_counter() - self.last,
             **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
+            **{k: logs.get(f"timing/{k}", float("nan")) for k in TIMINGS + TOKEN_COUNTS},
         )
         self.log.print_row(self.log.record(row), CONSOLE)
         if (
@@ -336,7 +355,9 @@ def main(args: Args) -> dict:
     log = RunLog(out, COLUMNS)
     trajectories = out / "trajectories.jsonl"
     trajectories.write_text("")
+    config = grpo_config(args, out)  # resolves the device and bf16 for this machine, for the warm-up too
     model, tokenizer = load_policy(args)
+    model.to(config.device)
     renderer = ChatRenderer(
         tokenizer,
         args.system_prompt,
@@ -346,10 +367,10 @@ def main(args: Args) -> dict:
     print(
         f"{args.model} on {args.env_id}: warm-up on {args.warmup_episodes} solver games, then {args.total_steps} "
         f"GRPO steps x {args.episodes_per_step} episodes, {args.advantage_estimator} (gamma {args.gamma}), "
-        f"lr {args.learning_rate}, {'vLLM' if args.use_vllm else 'transformers'} generation -> {out}",
+        f"lr {args.learning_rate}, {'vLLM' if args.use_vllm else 'transformers'} generation, "
+        f"on {config.device.type} -> {out}",
         flush=True,
     )
-    config = grpo_config(args, out)  # resolves bf16 for this machine, for the warm-up too
     evaluate(model, tokenizer, renderer, args, "start", 0, log, trajectories)
 
     if args.warmup_episodes > 0:

@@ -42,6 +42,13 @@ class GEMGRPOConfig(GRPOConfig):
     system_prompt: str | None = field(
         default=None, metadata={"help": "System message before each episode's first observation."}
     )
+    share_prefixes: bool = field(
+        default=True,
+        metadata={
+            "help": "Compute each distinct prefix of a micro-batch's episodes once in the learner's forward "
+            "(gem_adapters.prefix_tree; TRL's padded forward where the model does not allow it)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.bf16 is None and not self.fp16:

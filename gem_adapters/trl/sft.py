@@ -1,0 +1,58 @@
+"""GEMSFTTrainer: TRL's ``SFTTrainer`` whose loss runs over each micro-batch's prefix tree.
+
+A supervised warm-up on scripted episodes (``gem_adapters.warmup``) trains on sequences that mostly
+repeat each other: the same system prompt, worked game and rules, and a solver that plays the same
+moves from the same states. ``compute_loss`` computes the same loss as ``SFTTrainer`` (the mean negative
+log likelihood of the labelled tokens, over ``num_items_in_batch`` when TRL passes it) from one forward
+over the micro-batch's prefix tree (``gem_adapters.prefix_tree``) and logs the same ``entropy`` and
+``mean_token_accuracy``; it falls back to ``SFTTrainer``'s own forward where the tree cannot serve
+(a wrapped or unsupported model, padding-free or packed batches, images, another loss type).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from trl import SFTTrainer
+
+from gem_adapters import prefix_tree
+
+
+class GEMSFTTrainer(SFTTrainer):
+    def compute_loss(
+        self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> Any:
+        if return_outputs or not self._shares_prefixes(model, inputs):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        mode = "train" if self.model.training else "eval"
+        out = prefix_tree.token_logprobs(
+            model, inputs["input_ids"], inputs["attention_mask"], inputs["labels"] != -100, compute_entropy=True
+        )
+        count = out.scored.sum()
+        loss = -out.logprobs.sum() / torch.as_tensor(
+            count if num_items_in_batch is None else num_items_in_batch
+        ).clamp(min=1)
+        if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+            loss = loss * self.accelerator.num_processes
+        if count > 0:
+            self._metrics[mode]["entropy"].append((out.entropy.detach().sum() / count).item())
+            self._metrics[mode]["mean_token_accuracy"].append((out.is_top1.sum() / count).item())
+        if mode == "train":
+            self._total_train_tokens += int(inputs["attention_mask"].sum())
+        self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
+        return loss
+
+    def _shares_prefixes(self, model: Any, inputs: dict[str, Any]) -> bool:
+        plain = {"input_ids", "attention_mask", "labels"}
+        return (
+            self.args.loss_type == "nll"
+            and self.label_smoother is None
+            and self.compute_loss_func is None
+            and not self.aux_loss_enabled
+            and set(inputs) <= plain | {"use_cache"}
+            and "attention_mask" in inputs
+            and self.accelerator.unwrap_model(model) is model
+            and prefix_tree.supports_model(model) is None
+            and prefix_tree.contiguous_rows(inputs["attention_mask"])
+        )
