@@ -27,7 +27,11 @@ class GEMSFTTrainer(SFTTrainer):
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         mode = "train" if self.model.training else "eval"
         out = prefix_tree.token_logprobs(
-            model, inputs["input_ids"], inputs["attention_mask"], inputs["labels"] != -100, compute_entropy=True
+            model,
+            inputs["input_ids"],
+            inputs["attention_mask"],
+            inputs["labels"] != -100,
+            compute_entropy=True,
         )
         count = out.scored.sum()
         loss = -out.logprobs.sum() / torch.as_tensor(
