@@ -100,7 +100,9 @@ def report(
     steps = [r for r in rows if r["split"] == "train"]
     num = lambda r, k: float(r[k]) if r.get(k) not in (None, "", "nan") else float("nan")  # noqa: E731
     first = evals[0]
-    load_s = num(first, "wall_s") - num(first, "step_s")
+    wall = sum(float(part) * 60**i for i, part in enumerate(reversed(timing["wall"].split(":"))))
+    # the log's clock starts once the model is loaded; what the process spent before (and after the last row)
+    startup_s = wall - num(rows[-1], "wall_s") + num(first, "wall_s") - num(first, "step_s")
     lines = [
         f"== {label} ==",
         f"command: {' '.join(command)}",
@@ -108,7 +110,7 @@ def report(
         f"fp32 matmul peak (torch.mm, best of 5): {peak['square']:.0f} GFLOP/s at 2048^3, "
         f"{peak['mlp']:.0f} GFLOP/s at (1024x576)@(576x1536) (SmolLM2's MLP shape)",
         "",
-        f"model load (start to the first evaluation): {load_s:.1f} s",
+        f"start-up and the end (interpreter, imports, model load, the final plot): {startup_s:.1f} s",
     ]
     warmup = [r for r in evals if r["phase"] == "warmup"]
     for r in evals:

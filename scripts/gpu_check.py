@@ -46,8 +46,8 @@ DEMONSTRATION = [
 def check_training(device: str, out: Path, lines: list[str]) -> None:
     bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
     command = [
-        sys.executable, str(ROOT / "examples" / "train_trl.py"), "--model", "tiny", "--total_steps", "2",
-        "--episodes_per_step", "8", "--micro_batch_size", "8", "--num_generations", "2",
+        sys.executable, str(ROOT / "examples" / "train_trl.py"), "--model", "tiny", "--max_steps", "2",
+        "--per_device_train_batch_size", "8", "--num_generations", "2",
         "--warmup_episodes", "8", "--warmup_batch_size", "4", "--eval_episodes", "4",
         "--bf16", str(bf16).lower(), "--output_dir", str(out / "train"),
     ]  # fmt: skip

@@ -1,4 +1,5 @@
-"""GEMSFTTrainer: TRL's ``SFTTrainer`` whose loss runs over each micro-batch's prefix tree.
+"""A supervised warm-up with TRL: ``GEMSFTTrainer`` (``SFTTrainer`` over each micro-batch's prefix tree) and
+``sft_warm_up`` (fine-tune on episodes a scripted player plays).
 
 A supervised warm-up on scripted episodes (``gem_adapters.warmup``) trains on sequences that mostly
 repeat each other: the same system prompt, worked game and rules, and a solver that plays the same
@@ -11,12 +12,15 @@ over the micro-batch's prefix tree (``gem_adapters.prefix_tree``) and logs the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from trl import SFTTrainer
+from trl import SFTConfig, SFTTrainer
 
 from gem_adapters import prefix_tree
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.warmup import Player, scripted_episodes, sft_rows, solver
 
 
 class GEMSFTTrainer(SFTTrainer):
@@ -60,3 +64,30 @@ class GEMSFTTrainer(SFTTrainer):
             and prefix_tree.supports_model(model) is None
             and prefix_tree.contiguous_rows(inputs["attention_mask"])
         )
+
+
+def sft_warm_up(
+    model: Any,
+    tokenizer: Any,
+    renderer: ChatRenderer,
+    env_id: str,
+    seeds: Sequence[int],
+    config: SFTConfig,
+    *,
+    player: Player = solver,
+    max_turns: int | None = None,
+) -> GEMSFTTrainer:
+    """Fine-tune ``model`` (in place) on one episode of ``env_id`` per seed played by ``player`` (the
+    env's solver by default), the loss on the player's moves only; returns the trainer after training
+    (``trainer.state`` holds the losses)."""
+    from datasets import Dataset
+
+    episodes = scripted_episodes(env_id, seeds, renderer, player, max_turns=max_turns)
+    trainer = GEMSFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list(sft_rows(episodes)),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    return trainer
