@@ -104,6 +104,7 @@ def test_rows_are_mirrored_to_tensorboard_and_wandb(tmp_path, monkeypatch):
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     rows = [
         {"split": "eval", "step": 0, "return": -0.25},
         {"split": "train", "step": 1, "return": 0.5, "loss": 0.125},

@@ -153,6 +153,7 @@ def test_report_to_tensorboard_and_wandb_get_the_metrics_csv_rows(example, tmp_p
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))  # nothing lands in the working directory
     script, config = tiny_args(example, tmp_path, "--report_to", "tensorboard")
     assert config.report_to == ["tensorboard"]
     config.report_to = ["tensorboard", "wandb"]  # both at once (the command line takes one name)
