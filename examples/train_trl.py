@@ -98,6 +98,7 @@ class ScriptArguments:
 # This example's settings of GEMGRPOConfig fields (the command line overrides any of them).
 GRPO_DEFAULTS = dict(
     output_dir=f"runs/trl-{time.strftime('%Y%m%d-%H%M%S')}",
+    seed=0,
     advantage_estimator="rebn",
     gamma=0.9,
     learning_rate=2e-5,
