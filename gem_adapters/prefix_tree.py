@@ -29,6 +29,8 @@ not otherwise, and callers fall back to their framework's own forward.
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -176,6 +178,12 @@ def supports_model(model: Any) -> str | None:
     if getattr(model, "is_gradient_checkpointing", False):
         return "gradient checkpointing is on (its recomputation would run outside the tree's attention)"
     return None
+
+
+@functools.cache
+def warn_once(message: str) -> None:
+    """Say once per process why a trainer does not use the prefix tree (it falls back, slower)."""
+    warnings.warn(message, stacklevel=3)
 
 
 def tree_hidden_states(model: Any, tree: PrefixTree) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """GEMGRPOConfig: TRL's ``GRPOConfig`` plus what it takes to play GEM episodes inside the trainer.
 
 The fields added here describe the episodes (turn limits, prompt) and the advantage estimator; every
-other field is TRL's and means what TRL says, with three points to know:
+other field is TRL's and means what TRL says, with four points to know:
 
 * one TRL sample is one whole episode, so ``per_device_train_batch_size`` and
   ``generation_batch_size`` count episodes and ``num_generations`` is the number of episodes that
@@ -9,7 +9,10 @@ other field is TRL's and means what TRL says, with three points to know:
 * ``max_completion_length`` is not the per-turn budget (that is ``max_turn_tokens``); TRL still uses
   it as the length normaliser of ``loss_type="dr_grpo"``;
 * ``bf16`` left unset means bf16 only on a GPU that supports it (TRL would turn it on everywhere, and
-  the Trainer then refuses to run on a CPU).
+  the Trainer then refuses to run on a CPU);
+* ``gradient_checkpointing`` defaults to False (TRL's to True): the learner computes each distinct
+  prefix of a micro-batch once (``share_prefixes``), which needs no recomputation to fit in memory and
+  does not run under it (the trainer then warns and uses TRL's padded forward).
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ class GEMGRPOConfig(GRPOConfig):
     )
     system_prompt: str | None = field(
         default=None, metadata={"help": "System message before each episode's first observation."}
+    )
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata={
+            "help": "Recompute activations in the backward pass (TRL's default is True). Off here: the learner's "
+            "prefix tree keeps only the batch's distinct tokens' activations, and runs only without it."
+        },
     )
     share_prefixes: bool = field(
         default=True,

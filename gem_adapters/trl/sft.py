@@ -27,7 +27,13 @@ class GEMSFTTrainer(SFTTrainer):
     def compute_loss(
         self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
     ) -> Any:
-        if return_outputs or not self._shares_prefixes(model, inputs):
+        why_not = (
+            "the caller asked for the outputs" if return_outputs else self._why_not_shared(model, inputs)
+        )
+        if why_not is not None:
+            prefix_tree.warn_once(
+                f"GEMSFTTrainer: SFTTrainer's padded forward instead of the prefix tree: {why_not}"
+            )
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         mode = "train" if self.model.training else "eval"
         out = prefix_tree.token_logprobs(
@@ -51,19 +57,21 @@ class GEMSFTTrainer(SFTTrainer):
         self._metrics[mode]["num_tokens"] = [self._total_train_tokens]
         return loss
 
-    def _shares_prefixes(self, model: Any, inputs: dict[str, Any]) -> bool:
-        plain = {"input_ids", "attention_mask", "labels"}
-        return (
-            self.args.loss_type == "nll"
-            and self.label_smoother is None
-            and self.compute_loss_func is None
-            and not self.aux_loss_enabled
-            and set(inputs) <= plain | {"use_cache"}
-            and "attention_mask" in inputs
-            and self.accelerator.unwrap_model(model) is model
-            and prefix_tree.supports_model(model) is None
-            and prefix_tree.contiguous_rows(inputs["attention_mask"])
-        )
+    def _why_not_shared(self, model: Any, inputs: dict[str, Any]) -> str | None:
+        """None if the loss can run over the micro-batch's prefix tree, else why not."""
+        if (
+            self.args.loss_type != "nll"
+            or self.label_smoother is not None
+            or self.compute_loss_func is not None
+        ):
+            return "a loss other than the mean negative log likelihood"
+        if self.aux_loss_enabled or not set(inputs) <= {"input_ids", "attention_mask", "labels", "use_cache"}:
+            return f"inputs beyond ids, attention mask and labels ({sorted(inputs)})"
+        if "attention_mask" not in inputs or not prefix_tree.contiguous_rows(inputs["attention_mask"]):
+            return "padding-free or packed rows"
+        if self.accelerator.unwrap_model(model) is not model:
+            return "the model is wrapped for distributed training (its wrapper owns the forward)"
+        return prefix_tree.supports_model(model)
 
 
 def sft_warm_up(

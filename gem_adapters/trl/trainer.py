@@ -190,7 +190,11 @@ class GEMGRPOTrainer(GRPOTrainer):
         """TRL's log probabilities of the completion tokens (and entropies), from one forward over the
         batch's prefix tree (``gem_adapters.prefix_tree``) where the model allows it; otherwise TRL's own
         padded forward."""
-        if not self._shares_prefixes(model, compute_aux_loss, multimodal, attention_mask):
+        why_not = self._why_not_shared(model, compute_aux_loss, multimodal, attention_mask)
+        if why_not is not None:
+            prefix_tree.warn_once(
+                f"GEMGRPOTrainer: TRL's padded forward instead of the prefix tree: {why_not}"
+            )
             self.clock.count("learner_tokens", input_ids.numel())
             return super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
@@ -206,17 +210,19 @@ class GEMGRPOTrainer(GRPOTrainer):
         entropy = None if out.entropy is None else out.entropy[:, -logits_to_keep:]
         return out.logprobs[:, -logits_to_keep:], entropy, None
 
-    def _shares_prefixes(
+    def _why_not_shared(
         self, model: Any, compute_aux_loss: bool, multimodal: dict[str, Any], attention_mask: torch.Tensor
-    ) -> bool:
-        return (
-            self.args.share_prefixes
-            and not compute_aux_loss
-            and all(value is None for value in multimodal.values())
-            and self.accelerator.unwrap_model(model) is model  # DDP/FSDP wrappers own the forward
-            and prefix_tree.supports_model(model) is None
-            and prefix_tree.contiguous_rows(attention_mask)
-        )
+    ) -> str | None:
+        """None if the learner's forward can run over the batch's prefix tree, else why not."""
+        if not self.args.share_prefixes:
+            return "share_prefixes=False"
+        if compute_aux_loss or any(value is not None for value in multimodal.values()):
+            return "images or a mixture-of-experts auxiliary loss"
+        if self.accelerator.unwrap_model(model) is not model:
+            return "the model is wrapped for distributed training (its wrapper owns the forward)"
+        if not prefix_tree.contiguous_rows(attention_mask):
+            return "a row's attention mask has holes"
+        return prefix_tree.supports_model(model)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         with self.clock.phase("generation_batch"):

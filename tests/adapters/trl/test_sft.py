@@ -76,11 +76,27 @@ def test_a_warm_up_step_trains_over_the_tree(tokenizer, solver_rows, tmp_path):
     )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     calls = []
-    original = trainer._shares_prefixes
-    trainer._shares_prefixes = lambda *a: calls.append(original(*a)) or calls[-1]
+    original = trainer._why_not_shared
+    trainer._why_not_shared = lambda *a: calls.append(original(*a)) or calls[-1]
     result = trainer.train()
-    assert calls == [True, True]  # both steps went through the prefix tree
+    assert calls == [None, None]  # both steps went through the prefix tree
     assert torch.isfinite(torch.tensor(result.training_loss))
     assert all(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
     logged = trainer.state.log_history[0]
     assert logged["entropy"] > 0 and 0 <= logged["mean_token_accuracy"] <= 1
+
+
+def test_gradient_checkpointing_falls_back_to_sft_trainers_forward_with_a_warning(
+    tokenizer, solver_rows, tmp_path
+):
+    trainer = make(
+        GEMSFTTrainer, tiny_causal_lm(tokenizer, seed=5), solver_rows, tokenizer, tmp_path, max_steps=1
+    )
+    trainer.args.gradient_checkpointing = True
+    trainer.model.gradient_checkpointing_enable()
+    assert "gradient checkpointing" in trainer._why_not_shared(
+        trainer.model, {"input_ids": None, "attention_mask": torch.ones(1, 2), "labels": None}
+    )
+    with pytest.warns(UserWarning, match="padded forward instead of the prefix tree: gradient checkpointing"):
+        result = trainer.train()
+    assert torch.isfinite(torch.tensor(result.training_loss))

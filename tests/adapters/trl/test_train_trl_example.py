@@ -116,7 +116,12 @@ def test_the_command_line_is_trls(example):
     )  # fmt: skip
     script, config = example.parse_args([])
     assert script.model == "smollm2" and config.advantage_estimator == "rebn" and config.gamma == 0.9
-    assert (config.max_steps, config.generation_batch_size, config.num_generations, config.seed) == (12, 16, 2, 0)
+    assert (config.max_steps, config.generation_batch_size, config.num_generations, config.seed) == (
+        12,
+        16,
+        2,
+        0,
+    )
 
 
 def run_example(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
