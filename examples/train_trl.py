@@ -51,11 +51,6 @@ from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is flagged experimental in TRL 1.16
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-if __name__ == "__main__":
-    from gem_adapters.allocator import use_jemalloc
-
-    use_jemalloc()  # re-runs this command with jemalloc preloaded (far fewer page faults on CPU), if installed
-
 from gem_adapters.warmup import GUESS_THE_NUMBER_WORKED_GAME
 
 
@@ -318,9 +313,11 @@ def log_steps(run: Run, trainer):
 def main(script: ScriptArguments, config) -> dict:
     from transformers import PrinterCallback, set_seed
 
+    from gem_adapters.allocator import reuse_freed_memory
     from gem_adapters.trajectory import ChatRenderer
     from gem_adapters.trl import GEMGRPOTrainer, tasks_dataset
 
+    reuse_freed_memory()  # glibc keeps freed buffers for the next step instead of unmapping them
     set_seed(config.seed)
     model, tokenizer = load_policy(script, config)
     renderer = ChatRenderer(

@@ -64,14 +64,9 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$fingerprint" ]; then
   exit 0
 fi
 
-# bubblewrap isolates the Python tool's sandbox; without it the sandbox falls back loudly. jemalloc: CPU training
-# re-runs itself with it preloaded (gem_adapters/allocator.py); without it, glibc's malloc (more page faults).
-packages=()
-command -v bwrap >/dev/null 2>&1 || packages+=(bubblewrap)
-ls /usr/lib/*/libjemalloc.so.2 /usr/lib/libjemalloc.so.2 >/dev/null 2>&1 || packages+=(libjemalloc2)
-if [ "${#packages[@]}" -gt 0 ] && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get update -qq && apt-get install -y -qq "${packages[@]}" >/dev/null) \
-    || echo "warning: could not install ${packages[*]}" >&2
+# bubblewrap isolates the Python tool's sandbox; without it the sandbox falls back loudly.
+if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "warning: could not install bubblewrap" >&2
 fi
 
 pip() { "$py" -m pip "$@"; }
