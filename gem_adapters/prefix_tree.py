@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from transformers import AttentionInterface
 
 from gem_adapters.policies import kv_engine
@@ -299,13 +300,61 @@ def contiguous_rows(attention_mask: torch.Tensor) -> bool:
 @dataclass
 class TokenLogProbs:
     """Per column of a ``(B, L)`` batch: ``logprobs``, ``entropy`` (None unless asked) and ``is_top1``,
-    zero (False) outside ``scored``, the columns that got them; ``tree``: the prefix tree they came from."""
+    zero (False) outside ``scored``, the columns that got them; ``trees``: the prefix trees they came
+    from (one per group of rows, see ``token_logprobs``)."""
 
     logprobs: torch.Tensor
     entropy: torch.Tensor | None
     is_top1: torch.Tensor
     scored: torch.Tensor
-    tree: PrefixTree
+    trees: list[PrefixTree]
+
+    @property
+    def tokens(self) -> int:
+        """Tokens through the model: the trees' nodes."""
+        return sum(len(tree) for tree in self.trees)
+
+
+def group_rows(rows: Sequence[Sequence[int]], max_tree_tokens: int | None) -> list[list[int]]:
+    """Row indices in groups whose prefix tree holds at most ``max_tree_tokens`` nodes (a longer row
+    is a group of its own; None: one group). Rows that share prefixes go together (sorted order)."""
+    if max_tree_tokens is None:
+        return [list(range(len(rows)))]
+    groups: list[list[int]] = []
+    size, trie = 0, {}
+    for b in sorted(range(len(rows)), key=lambda b: rows[b]):
+        new, level = 0, trie
+        for token in rows[b]:  # count the nodes this row would add
+            if token not in level:
+                new += 1
+                level = {}
+            else:
+                level = level[token]
+        if groups and size + new > max_tree_tokens:
+            size, trie = 0, {}
+            new = len(rows[b])
+        if not groups or size == 0:
+            groups.append([])
+        level = trie
+        for token in rows[b]:
+            level = level.setdefault(token, {})
+        groups[-1].append(b)
+        size += new
+    return groups
+
+
+def _tree_logprobs(model, tree, nodes, temperature, compute_entropy):
+    parents = torch.tensor([tree.parents[n] for n in nodes.tolist()], dtype=torch.long, device=nodes.device)
+    hidden = tree_hidden_states(model, tree)
+    head = model.get_output_embeddings()
+    return ChunkedLogProbs.apply(
+        hidden.index_select(0, parents),
+        head.weight,
+        head.bias,
+        tree.tokens.index_select(0, nodes),
+        temperature,
+        compute_entropy,
+    )
 
 
 def token_logprobs(
@@ -315,46 +364,53 @@ def token_logprobs(
     scored: torch.Tensor,
     temperature: float = 1.0,
     compute_entropy: bool = False,
+    max_tree_tokens: int | None = None,
 ) -> TokenLogProbs:
-    """What a padded forward gives a loss, from one forward over the batch's prefix tree.
+    """What a padded forward gives a loss, from forwards over the batch's prefix tree.
 
     ``input_ids``, ``attention_mask`` and ``scored`` are ``(B, L)``; each row's attended columns must be
     one contiguous block (``contiguous_rows``). For every scored, attended column that is not its row's
     first attended one: the log probability of its token given the row's attended tokens before it
-    (at ``temperature``), the entropy of that distribution and whether the token is its argmax."""
+    (at ``temperature``), the entropy of that distribution and whether the token is its argmax.
+
+    ``max_tree_tokens`` bounds the activations kept for the backward pass: rows are split into groups
+    whose trees hold at most that many tokens (``group_rows``), and with more than one group each
+    group's forward is recomputed in the backward pass (activation checkpointing), one group at a
+    time; a prefix that groups share is then computed once per group."""
     if not contiguous_rows(attention_mask):
         raise ValueError("token_logprobs: each row's attended positions must be one contiguous block")
     batch, width = input_ids.shape
     device = input_ids.device
-    rows, where, wanted = [], [], []
+    rows, where = [], []
     scored = scored.bool() & attention_mask.bool()
     for b, (ids, mask, keep) in enumerate(
         zip(input_ids.tolist(), attention_mask.bool().tolist(), scored.tolist())
     ):
         columns = [c for c, m in enumerate(mask) if m]
         rows.append([ids[c] for c in columns])
-        where.extend((b, i, b * width + c) for i, c in enumerate(columns) if i > 0 and keep[c])
-    tree = PrefixTree(rows, device=device)
-    for b, i, _ in where:
-        wanted.append(tree.row_nodes[b][i])
+        where.append([(i, b * width + c) for i, c in enumerate(columns) if i > 0 and keep[c]])
     logprobs = torch.zeros(batch * width, dtype=torch.float32, device=device)
     entropy = torch.zeros_like(logprobs) if compute_entropy else None
     is_top1 = torch.zeros(batch * width, dtype=torch.bool, device=device)
     computed = torch.zeros(batch * width, dtype=torch.bool, device=device)
-    if wanted:
+    groups = group_rows(rows, max_tree_tokens)
+    trees = []
+    for group in groups:
+        tree = PrefixTree([rows[b] for b in group], device=device)
+        trees.append(tree)
+        wanted = [tree.row_nodes[k][i] for k, b in enumerate(group) for i, _ in where[b]]
+        if not wanted:
+            continue
         nodes, inverse = torch.tensor(wanted, device=device).unique(return_inverse=True)
-        parents = torch.tensor([tree.parents[n] for n in nodes.tolist()], dtype=torch.long, device=device)
-        hidden = tree_hidden_states(model, tree)
-        head = model.get_output_embeddings()
-        node_lp, node_entropy, node_top1 = ChunkedLogProbs.apply(
-            hidden.index_select(0, parents),
-            head.weight,
-            head.bias,
-            tree.tokens.index_select(0, nodes),
-            temperature,
-            compute_entropy,
-        )
-        flat = torch.tensor([f for _, _, f in where], device=device)
+        if len(groups) > 1 and torch.is_grad_enabled():
+            node_lp, node_entropy, node_top1 = torch.utils.checkpoint.checkpoint(
+                _tree_logprobs, model, tree, nodes, temperature, compute_entropy, use_reentrant=False
+            )
+        else:
+            node_lp, node_entropy, node_top1 = _tree_logprobs(
+                model, tree, nodes, temperature, compute_entropy
+            )
+        flat = torch.tensor([f for b in group for _, f in where[b]], device=device)
         logprobs = logprobs.index_copy(0, flat, node_lp.index_select(0, inverse))
         if entropy is not None:
             entropy = entropy.index_copy(0, flat, node_entropy.index_select(0, inverse))
@@ -366,5 +422,5 @@ def token_logprobs(
         None if entropy is None else entropy.view(shape),
         is_top1.view(shape),
         computed.view(shape),
-        tree,
+        trees,
     )

@@ -60,6 +60,14 @@ class GEMGRPOConfig(GRPOConfig):
         },
     )
 
+    max_tree_tokens: int | None = field(
+        default=1024,
+        metadata={
+            "help": "The most tokens one prefix-tree forward keeps activations for: a micro-batch whose tree is "
+            "larger is split into groups recomputed in the backward pass (memory bounded; None: one tree)."
+        },
+    )
+
     def __post_init__(self) -> None:
         if self.bf16 is None and not self.fp16:
             import torch
@@ -72,6 +80,8 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError("max_turn_tokens must be at least 1")
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if self.max_tree_tokens is not None and self.max_tree_tokens < 1:
+            raise ValueError("max_tree_tokens must be at least 1 (or None)")
         from gem_adapters.advantages import get_estimator
 
         try:

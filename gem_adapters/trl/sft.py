@@ -24,6 +24,12 @@ from gem_adapters.warmup import Player, scripted_episodes, sft_rows, solver
 
 
 class GEMSFTTrainer(SFTTrainer):
+    """``SFTTrainer`` (same arguments) plus ``max_tree_tokens``: see ``GEMGRPOConfig.max_tree_tokens``."""
+
+    def __init__(self, *args: Any, max_tree_tokens: int | None = 1024, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.max_tree_tokens = max_tree_tokens
+
     def compute_loss(
         self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
     ) -> Any:
@@ -42,6 +48,7 @@ class GEMSFTTrainer(SFTTrainer):
             inputs["attention_mask"],
             inputs["labels"] != -100,
             compute_entropy=True,
+            max_tree_tokens=self.max_tree_tokens,
         )
         count = out.scored.sum()
         loss = -out.logprobs.sum() / torch.as_tensor(

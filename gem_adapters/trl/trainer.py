@@ -204,9 +204,15 @@ class GEMGRPOTrainer(GRPOTrainer):
         scored[:, -logits_to_keep:] = 1
         with self.accelerator.autocast():
             out = prefix_tree.token_logprobs(
-                model, input_ids, attention_mask, scored, self.temperature, compute_entropy=compute_entropy
+                model,
+                input_ids,
+                attention_mask,
+                scored,
+                self.temperature,
+                compute_entropy=compute_entropy,
+                max_tree_tokens=self.args.max_tree_tokens,
             )
-        self.clock.count("learner_tokens", len(out.tree))
+        self.clock.count("learner_tokens", out.tokens)
         entropy = None if out.entropy is None else out.entropy[:, -logits_to_keep:]
         return out.logprobs[:, -logits_to_keep:], entropy, None
 

@@ -7,7 +7,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from gem_adapters.models import load_tokenizer
-from gem_adapters.prefix_tree import PrefixTree, contiguous_rows, supports_model, token_logprobs
+from gem_adapters.prefix_tree import PrefixTree, contiguous_rows, group_rows, supports_model, token_logprobs
 from gem_adapters.trajectory import ChatRenderer
 from gem_adapters.warmup import scripted_episodes
 from tests.adapters.chat_templates import QWEN3_TEMPLATE
@@ -81,8 +81,12 @@ def episodes_for(tokenizer, template):
     return guess + hanoi
 
 
-@pytest.mark.parametrize("template", [None, QWEN3_TEMPLATE], ids=["smollm2", "qwen3"])
-def test_logprobs_and_gradients_equal_the_unshared_forward(template):
+@pytest.mark.parametrize(
+    ("template", "max_tree_tokens"),
+    [(None, None), (QWEN3_TEMPLATE, None), (None, 300)],
+    ids=["smollm2", "qwen3", "smollm2-groups-recomputed"],
+)
+def test_logprobs_and_gradients_equal_the_unshared_forward(template, max_tree_tokens):
     tokenizer = load_tokenizer("smollm2")  # its own copy: the template changes here
     episodes = episodes_for(tokenizer, template)
     ids, mask, scored = padded_batch(episodes)
@@ -95,7 +99,9 @@ def test_logprobs_and_gradients_equal_the_unshared_forward(template):
     reference_grads = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
 
-    out = token_logprobs(model, ids, mask, scored, temperature=0.7, compute_entropy=True)
+    out = token_logprobs(
+        model, ids, mask, scored, temperature=0.7, compute_entropy=True, max_tree_tokens=max_tree_tokens
+    )
     (out.logprobs * weights).sum().add((out.entropy * weights).sum() * 0.3).backward()
 
     torch.testing.assert_close(out.logprobs, reference_lp, atol=2e-5, rtol=1e-5)
@@ -105,7 +111,11 @@ def test_logprobs_and_gradients_equal_the_unshared_forward(template):
     # Every scored column of every row got its value; the first token of a row has no context.
     assert torch.equal(out.scored, scored.bool() & mask.bool())
     # The tree computed each shared prefix once: far fewer tokens than the rows hold.
-    assert len(out.tree) < 0.6 * int(mask.sum())
+    if max_tree_tokens is None:
+        assert out.tokens < 0.6 * int(mask.sum()) and len(out.trees) == 1
+    else:  # several groups, each within the budget unless a single row is longer
+        assert len(out.trees) > 1
+        assert all(len(t) <= max_tree_tokens or len(t.row_nodes) == 1 for t in out.trees)
     greedy = out.is_top1[out.scored]
     assert greedy.dtype == torch.bool and greedy.numel() == int(out.scored.sum())
 
@@ -143,3 +153,14 @@ def test_a_batch_without_scored_tokens_gives_zeros(tokenizer):
     assert torch.equal(out.logprobs, torch.zeros(2, 3)) and not out.scored.any()
     first_only = torch.tensor([[1, 0, 0], [1, 0, 0]])  # a row's first token has no context: not scored
     assert not token_logprobs(model, ids, mask, first_only).scored.any()
+
+
+def test_rows_are_grouped_under_the_token_budget_with_shared_prefixes_together():
+    rows = [[1, 2, 3, 4], [9, 9, 9], [1, 2, 3, 5], [1, 2, 6], [9, 9, 8], [7] * 10]
+    assert group_rows(rows, None) == [[0, 1, 2, 3, 4, 5]]
+    groups = group_rows(rows, 6)
+    assert sorted(b for g in groups for b in g) == list(range(6))
+    for group in groups:
+        size = len(PrefixTree([rows[b] for b in group]))
+        assert size <= 6 or len(group) == 1  # the 10-token row alone
+    assert [0, 2, 3] in groups  # the rows that share 1, 2 fill one tree of 6 nodes
