@@ -29,10 +29,36 @@ PRICE_RANGE = [10.0 * i for i in range(1, 100)]  # WebShop's price limits
 SEARCH_RETURN_N = 50  # WebShop: results of a search
 PRODUCT_WINDOW = 10  # WebShop: results on a page
 
-BRANDS = (
-    "Acorn Aero Alba Bloom Brava Cobalt Crest Delta Ember Fable Gala Harbor Iris Juniper Kinto Lumora "
-    "Mistral Nimbus Orchid Pico Quill Rivet Sable Tundra Umber Vela Willow Zephyr"
-).split()
+BRANDS = [
+    "Acorn",
+    "Aero",
+    "Alba",
+    "Bloom",
+    "Brava",
+    "Cobalt",
+    "Crest",
+    "Delta",
+    "Ember",
+    "Fable",
+    "Gala",
+    "Harbor",
+    "Iris",
+    "Juniper",
+    "Kinto",
+    "Lumora",
+    "Mistral",
+    "Nimbus",
+    "Orchid",
+    "Pico",
+    "Quill",
+    "Rivet",
+    "Sable",
+    "Tundra",
+    "Umber",
+    "Vela",
+    "Willow",
+    "Zephyr",
+]
 COLORS = ("black", "white", "grey", "navy", "red", "green", "beige", "pink", "blue", "brown")
 CLOTHING_SIZES = ("small", "medium", "large", "x-large")
 
