@@ -73,6 +73,8 @@ def find_query(action: str) -> tuple[str | None, str | None]:
 class SqlEnv(Env[str]):
     """Question answering over generated SQLite databases (see the module docstring)."""
 
+    _static_attributes = ("templates",)
+
     def __init__(
         self,
         schemas: tuple[str, ...] | list[str] = tuple(SCHEMAS),

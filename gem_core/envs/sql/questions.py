@@ -12,7 +12,7 @@ Answers come in three shapes, which the question states:
 * ``value``: one value, ``\\boxed{42}``;
 * ``list``: values separated by commas (or semicolons or new lines), ``\\boxed{Ann Lee, Bo Chen}``,
   compared as a multiset unless the question asks for an order;
-* ``pairs``: ``name: number`` pairs separated by semicolons, ``\\boxed{books: 3; toys: 5}``.
+* ``pairs``: ``name: number`` pairs separated by semicolons, ``\\boxed{alpha: 3; beta: 5}``.
 
 A value matches when both read as numbers that agree (within 0.005 for a gold value with decimals,
 which questions ask to round to 2 places; exactly otherwise; ``$``, thousands commas and a trailing
@@ -45,7 +45,7 @@ MAX_DRAWS = 40  # parameter draws per question before the template is given up f
 HOW_TO_ANSWER = {
     "value": "Answer with a single value, e.g. \\boxed{42}.",
     "list": "Answer with all the values, separated by commas, e.g. \\boxed{Ann Lee, Bo Chen}.",
-    "pairs": "Answer with `name: number` pairs separated by semicolons, e.g. \\boxed{books: 3; toys: 5}.",
+    "pairs": "Answer with `name: number` pairs separated by semicolons, e.g. \\boxed{alpha: 3; beta: 5}.",
 }
 
 

@@ -29,13 +29,22 @@ import re
 from typing import Any
 
 from gem_core.core import Env, StepResult
-from gem_core.envs.web.catalog import PRODUCT_WINDOW, Product, make_goal, products_by_asin, reward, search
+from gem_core.envs.web.catalog import (
+    DEPARTMENTS,
+    PRODUCT_WINDOW,
+    Product,
+    make_goal,
+    products_by_asin,
+    reward,
+    search,
+)
 from gem_core.parsing import extract_boxed, preview
 
 PENALTY = -0.1
 MAX_KEYWORDS_CHARS = 300
 BACK_TO_SEARCH, NEXT_PAGE, PREV_PAGE, BUY_NOW = "back to search", "next >", "< prev", "buy now"
 SUB_PAGES = ("description", "features", "reviews")
+SEARCH_WORDS = sorted({word for types in DEPARTMENTS.values() for name in types for word in name.split()})
 _ACTION = re.compile(r"(search|click)\[(.*)\]", re.IGNORECASE | re.DOTALL)
 
 

@@ -80,8 +80,10 @@ def link_graph() -> tuple[dict[str, str], dict[str, tuple[str, ...]]]:
     return texts, {title: tuple(sorted(found)) for title, found in links.items()}
 
 
+@functools.cache
 def distances_to(target: str) -> dict[str, int]:
-    """Clicks from every page to ``target`` (links are two-way, so a search from the target gives them)."""
+    """Clicks from every page to ``target`` (links are two-way, so a search from the target gives them).
+    Cached and shared: do not modify."""
     _, links = link_graph()
     distance, queue = {target: 0}, deque([target])
     while queue:
@@ -96,12 +98,18 @@ def distances_to(target: str) -> dict[str, int]:
 class WikiGameEnv(Env[str]):
     """The Wikipedia game over the shipped corpus (see the module docstring)."""
 
+    _static_attributes = ("targets",)
+
     def __init__(self, max_turns: int = 10, variant: str = "noregrets", min_distance: int = 2):
         if variant not in VARIANTS:
             raise ValueError(f"invalid variant {variant!r}; valid options are {list(VARIANTS)}")
         if max_turns < 1 or min_distance < 1:
             raise ValueError("max_turns and min_distance must be at least 1")
         self.max_turns, self.variant, self.min_distance = max_turns, variant, min_distance
+        texts, _ = link_graph()
+        self.targets = [t for t in sorted(texts) if max(distances_to(t).values()) >= min_distance]
+        if not self.targets:
+            raise ValueError(f"no two pages are {min_distance} clicks apart (min_distance)")
         self.start = self.target = self.current = ""
         self.history: list[str] = []
         self.backtracked = False
@@ -111,15 +119,11 @@ class WikiGameEnv(Env[str]):
     # ---- the Env API ---------------------------------------------------------------------------
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[str, dict[str, Any]]:
         super().reset(seed)
-        texts, _ = link_graph()
-        titles = sorted(texts)
-        while True:
-            self.target = self.rng.choice(titles)
-            distance = distances_to(self.target)
-            far = [t for t in titles if distance[t] >= self.min_distance]
-            if far:
-                break
-        self.start = self.current = self.rng.choice(far)
+        self.target = self.rng.choice(self.targets)
+        distance = distances_to(self.target)
+        self.start = self.current = self.rng.choice(
+            sorted(t for t in distance if distance[t] >= self.min_distance)
+        )
         self.history, self.backtracked, self.seen, self.turn = [self.start], False, [], 0
         self._remember_links()
         return self._instructions(), {"shortest_path": distance[self.start], "target": self.target}
