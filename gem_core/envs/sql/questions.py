@@ -35,7 +35,7 @@ LEVELS = ("easy", "medium", "hard")
 LEVEL_MEANING = {
     "easy": "one table: filters, counts, ordering",
     "medium": "joins of two to four tables",
-    "hard": "aggregates with grouping (GROUP BY, HAVING, nested aggregates)",
+    "hard": "aggregates with grouping: GROUP BY, HAVING, nested aggregates",
 }
 ANSWER_SHAPES = ("value", "list", "pairs")
 MAX_ANSWER_ROWS = 10
