@@ -186,6 +186,13 @@ def test_results_are_truncated_and_say_so():
     assert obs.count("\n| ") == 20
 
 
+def test_wide_results_are_cut_to_a_bounded_observation():
+    env = _shop_env()
+    columns = ", ".join(["name", "city", "signup_date"] * 30)
+    obs, reward, *_ = env.step(f"```sql\nSELECT {columns} FROM customers\n```")
+    assert reward == 0.0 and len(obs) < 7_000 and "rows; the rest is cut)" in obs
+
+
 def test_sql_errors_are_shown_without_penalty_and_the_turns_run_out():
     env = gem_core.make("sql:Library-v0", max_turns=3)
     env.reset(seed=5)

@@ -34,6 +34,7 @@ PROGRESS_EVERY = 1_000  # instructions between two calls of the progress handler
 DEFAULT_MAX_STEPS = 1_000_000
 DEFAULT_MAX_ROWS = 1_000
 DEFAULT_TIMEOUT = 2.0
+MAX_TABLE_CHARS = 6_000  # a result table in an observation, at most
 # printf/format: a huge width or precision costs seconds inside one instruction, out of the progress
 # handler's reach.
 DENIED_FUNCTIONS = frozenset({"load_extension", "random", "randomblob", "printf", "format"})
@@ -173,7 +174,8 @@ def format_value(value: Any, limit: int = 60) -> str:
 
 
 def format_table(columns: Sequence[str], rows: Sequence[tuple[Any, ...]], max_rows: int) -> str:
-    """A result as a Markdown table of at most ``max_rows`` rows, saying how many there are."""
+    """A result as a Markdown table of at most ``max_rows`` rows and ``MAX_TABLE_CHARS`` characters,
+    saying how many rows there are and how many were cut."""
     if not columns:
         return "The statement returned no columns."
     shown = rows[:max_rows]
@@ -182,11 +184,18 @@ def format_table(columns: Sequence[str], rows: Sequence[tuple[Any, ...]], max_ro
         "|" + "---|" * len(columns),
         *("| " + " | ".join(format_value(v) for v in row) + " |" for row in shown),
     ]
-    if len(rows) > max_rows:
-        lines.append(f"(showing the first {max_rows} of {len(rows)} rows; the rest is cut)")
+    kept, size = [], 0
+    for line in lines:
+        size += len(line) + 1
+        if size > MAX_TABLE_CHARS:
+            break
+        kept.append(line)
+    shown_rows = max(0, len(kept) - 2)
+    if shown_rows < len(rows):
+        kept.append(f"(showing the first {shown_rows} of {len(rows)} rows; the rest is cut)")
     else:
-        lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
-    return "\n".join(lines)
+        kept.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(kept)
 
 
 def schema_text(database: bytes) -> str:
