@@ -164,13 +164,19 @@ def value_matches(text: str, gold: Any) -> bool:
     return bool(text) and text.casefold() == " ".join(str(gold).split()).casefold()
 
 
-def split_items(text: str) -> list[str]:
-    """A list answer's items: split on semicolons or new lines when there are any, else on commas."""
+_AND = re.compile(r"(?:^|\s)and(?:\s|$)", re.IGNORECASE)
+
+
+def split_items(text: str, words: bool = False) -> list[str]:
+    """A list answer's items: split on semicolons or new lines when there are any, else on commas;
+    with ``words``, on the word "and" too ("A, B and C"; no generated value holds it)."""
     separators = ";\n"
     if any(s in text for s in separators):
         items = text.replace("\n", ";").split(";")
     else:
         items = text.split(",")
+    if words:
+        items = [part for item in items for part in _AND.split(item)]
     return [item for item in (i.strip() for i in items) if item]
 
 
@@ -187,7 +193,7 @@ def answer_matches(answer: str, question: Question) -> bool:
     """Whether ``answer`` (the content of ``\\boxed{}``) is the question's gold answer."""
     if question.answer == "value":
         return value_matches(answer, question.gold[0][0])
-    items = split_items(answer)
+    items = split_items(answer, words=question.answer == "list")
     if len(items) != len(question.gold):
         return False
     if question.answer == "list":
