@@ -5,8 +5,10 @@ leaves nothing running in the pool)."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import threading
+import time
 
 import pytest
 
@@ -30,12 +32,22 @@ class Attackers:
         self.stop = threading.Event()
         self.started = threading.Barrier(n + 1)
         self.results: list = []
-        self.threads = [threading.Thread(target=self._attack, daemon=True) for _ in range(n)]
+        self.served = collections.Counter()  # attacker -> its calls that ran
+        self.threads = [threading.Thread(target=self._attack, args=(k,), daemon=True) for k in range(n)]
 
-    def _attack(self) -> None:
+    def _attack(self, k: int) -> None:
         self.started.wait()
         while not self.stop.is_set():
-            self.results.append(self.pool.run(self.code))
+            result = self.pool.run(self.code)
+            self.results.append(result)
+            self.served[k] += result.error is None
+
+    def wait_all_served(self, timeout: float = 60.0) -> None:
+        """Until every attacker has had a call run (each has used the pool: the attack is in full swing)."""
+        deadline = time.monotonic() + timeout
+        while len(+self.served) < len(self.threads):
+            assert time.monotonic() < deadline, f"only {len(+self.served)} attackers were ever served"
+            time.sleep(0.05)
 
     def __enter__(self) -> Attackers:
         for thread in self.threads:
@@ -60,14 +72,14 @@ def busy_until_all_running(pool: SandboxPool, running: int) -> None:
 
 @pytest.mark.parametrize("max_workers", [2, 17], ids=["no-growth", "growth"])
 def test_a_benign_call_runs_while_16_threads_spin(max_workers):
-    """The issue's scenario: 16 threads sending ``while True: pass`` made one ``print(1)`` wait 40 s
-    (an unfair queue: a thread giving a worker back took it again at once). With 2 workers and no
-    growth, the victim gets the next worker that frees (it has used less worker time than any
+    """The issue's scenario: 16 threads sending ``while True: pass`` made one ``print(1)`` wait 40 s,
+    or forever (an unfair queue: a thread giving a worker back took it again at once). With 2 workers
+    and no growth, the victim gets the next worker that frees (it has used less worker time than any
     attacker); with room to grow, a worker of its own. Either way it runs, within its own deadline."""
     limits = SandboxLimits(timeout=1.0)
     with SandboxPool(size=2, limits=limits, max_workers=max_workers) as pool:
         with Attackers(pool, 16) as attack:
-            busy_until_all_running(pool, min(16, max_workers))
+            attack.wait_all_served()
             for _ in range(3):
                 result = pool.run("print(1)")
                 assert result.ok and result.stdout == "1\n", result

@@ -128,21 +128,6 @@ def test_rewards_and_penalties(python_tool):
     assert terminated and reward == pytest.approx(1.0 + 0.15) and info["tool_bonus"] == pytest.approx(0.15)
 
 
-class FreeTool(Tool):
-    """A tool whose every call works (``<free>``), for reward accounting without a sandbox."""
-
-    name = "free"
-
-    def instruction(self) -> str:
-        return "Write <free>."
-
-    def parse(self, action: str) -> Any | None:
-        return "call" if "<free>" in action else None
-
-    def execute(self, call: Any) -> tuple[str, bool]:
-        return "ok", True
-
-
 @pytest.mark.parametrize("max_tool_uses", [12, None])
 @pytest.mark.parametrize("ending", ["wrong answer", "no answer", "game lost", "still going"])
 def test_tool_rewards_cannot_be_farmed(max_tool_uses, ending):
@@ -152,10 +137,10 @@ def test_tool_rewards_cannot_be_farmed(max_tool_uses, ending):
     call's worth, however many calls it pads itself with."""
     inner = gem_core.make("game:GuessTheNumber-v1-easy") if ending == "game lost" else product_env()
     env = ToolEnvWrapper(
-        inner, [FreeTool()], tool_reward=0.05, tool_success_reward=0.25, max_tool_uses=max_tool_uses
+        inner, [CountingTool()], tool_reward=0.05, tool_success_reward=0.25, max_tool_uses=max_tool_uses
     )
     env.reset(seed=0)
-    from_tools = sum(env.step("<free>")[1] for _ in range(12 if max_tool_uses else 200))
+    from_tools = sum(env.step("<count>")[1] for _ in range(12 if max_tool_uses else 200))
     info = {"tool_bonus": 0.0}
     if ending == "wrong answer":
         *_, info = env.step("\\boxed{-1}")
@@ -165,9 +150,9 @@ def test_tool_rewards_cannot_be_farmed(max_tool_uses, ending):
         while not env.episode_over:
             *_, info = env.step("\\boxed{1}" if env.unwrapped.target != 1 else "\\boxed{2}")
     assert from_tools + info["tool_bonus"] <= 0.0 and info["tool_bonus"] == 0.0
-    solved = ToolEnvWrapper(product_env(), [FreeTool()], tool_reward=0.05, tool_success_reward=0.25)
+    solved = ToolEnvWrapper(product_env(), [CountingTool()], tool_reward=0.05, tool_success_reward=0.25)
     solved.reset(seed=0)
-    padded = sum(solved.step("<free>")[1] for _ in range(10))
+    padded = sum(solved.step("<count>")[1] for _ in range(10))
     padded += solved.step(f"\\boxed{{{solved.unwrapped.answer}}}")[1]
     assert padded == pytest.approx(1.0 + 0.3)
 

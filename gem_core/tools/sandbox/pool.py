@@ -11,9 +11,10 @@ Sharing. Every call is made for a *caller* (``gem_core.tools.base.current_caller
 ``ToolEnvWrapper`` makes it, else the calling thread), and one caller's calls never hold up
 another's for longer than one call can run:
 
-* fair queueing: waiting calls are served in the order of the worker time their callers have used
-  (start-time fair queueing: a caller that becomes active starts level with the others, never with
-  credit), so envs whose calls take milliseconds go before an env whose calls run to their limit;
+* fair shares: waiting calls are served in the order of the worker time their callers have used
+  recently (decaying with a half-life of ``USAGE_HALF_LIFE_S``, as a batch scheduler's fair-share
+  does), first come first served among equals: envs whose calls take milliseconds go before an env
+  whose calls run to their limit, and a heavy caller's place recovers as its use ages;
 * quotas: a caller runs at most ``max_calls_per_caller`` calls at once (its other calls wait);
 * capacity: when every worker is busy and a caller waits, the pool starts another worker in the
   background, up to ``max_workers`` (extra workers retire after ``IDLE_RETIRE_S`` idle); beyond that
@@ -61,6 +62,7 @@ MAX_WORKERS = 16  # default ceiling of a pool that grows while callers wait
 IDLE_RETIRE_S = 60.0  # an extra worker idle this long is ended
 STEP_MARGIN_S = 0.3  # a call under a step deadline ends this long before it, to leave time to answer
 MIN_RUN_S = 0.05  # a call with less time than this left before its step's deadline does not start
+USAGE_HALF_LIFE_S = 60.0  # a caller's use of the pool counts half as much this much later
 # bwrap's --die-with-parent fires when the *thread* that started it ends, so every worker is started
 # from this one long-lived thread rather than from whichever (possibly short-lived) caller needs it.
 _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gem-sandbox-spawner")
@@ -173,12 +175,17 @@ class _Worker:
 
 @dataclass
 class _Caller:
-    """A caller's share of the pool: the worker time it has used (its start tag in fair queueing),
-    its calls running, and its calls waiting (first come, first served among them)."""
+    """A caller's share of the pool: the worker time it has used (decaying, as of ``stamp``), its calls
+    running, and its calls waiting (first come, first served among them)."""
 
     used: float = 0.0
+    stamp: float = 0.0
     running: int = 0
     waiting: collections.deque = field(default_factory=collections.deque)
+
+    def recent_use(self, now: float) -> float:
+        """The worker seconds used, each counting half as much ``USAGE_HALF_LIFE_S`` later."""
+        return self.used * 0.5 ** ((now - self.stamp) / USAGE_HALF_LIFE_S)
 
 
 class _Ticket:
@@ -276,7 +283,6 @@ class SandboxPool:
         self._starting = 0  # workers being started in the background
         self._start_error: str | None = None  # why the last background start failed
         self._callers: dict[Hashable, _Caller] = {}
-        self._clock = 0.0  # fair queueing's virtual time: the start tag of the last call served
         self._order = itertools.count()
         for slot in range(size):
             self._workers[slot] = self._start(slot)
@@ -395,11 +401,7 @@ class SandboxPool:
         with self._cond:
             if self._closed:
                 raise RuntimeError("the sandbox pool is closed")
-            caller = self._callers.get(key)
-            if caller is None:
-                caller = self._callers[key] = _Caller(used=self._clock)
-            elif not caller.running and not caller.waiting:  # active again: no credit for idle time
-                caller.used = max(caller.used, self._clock)
+            caller = self._callers.setdefault(key, _Caller())
             ticket = _Ticket(next(self._order))
             caller.waiting.append(ticket)
             self._dispatch()
@@ -408,7 +410,7 @@ class SandboxPool:
                 left = wait_until - time.monotonic()
                 if left <= 0 or self._closed:
                     caller.waiting.remove(ticket)
-                    self._forget(key)
+                    self._forget()
                     return None
                 self._cond.wait(left)
             return ticket.slot
@@ -418,8 +420,9 @@ class SandboxPool:
         ``failed``: its worker stopped answering, so it is killed and another starts in its place."""
         with self._cond:
             caller = self._callers[key]
+            now = time.monotonic()
             caller.running -= 1
-            caller.used += held
+            caller.used, caller.stamp = caller.recent_use(now) + held, now
             dead = self._workers.pop(slot, None) if failed else None
             if failed and not self._closed:
                 self.restarts += 1
@@ -428,33 +431,33 @@ class SandboxPool:
             retired = self._retire_idle()
             self._dispatch()
             self._grow()
-            self._forget(key)
+            self._forget()
         for worker in [*retired, *([dead] if dead is not None else [])]:
             worker.kill()
 
     def _dispatch(self) -> None:
-        """Give idle workers to the waiting calls whose callers have used the least worker time (and
-        are under their quota), first come first served among equals. Call with ``_cond`` held."""
-        served = False
+        """Give idle workers to the waiting calls whose callers have used the least worker time lately
+        (and are under their quota), first come first served among equals. Call with ``_cond`` held."""
+        served, now = False, time.monotonic()
         while self._idle:
             ready = [c for c in self._callers.values() if c.waiting and c.running < self.max_calls_per_caller]
             if not ready:
                 break
-            best = min(ready, key=lambda c: (c.used, c.waiting[0].order))
+            best = min(ready, key=lambda c: (c.recent_use(now), c.waiting[0].order))
             ticket = best.waiting.popleft()
             ticket.slot = self._idle.pop()
             best.running += 1
-            self._clock = max(self._clock, best.used)
             served = True
         if served:
             self._cond.notify_all()
 
-    def _forget(self, key: Hashable) -> None:
-        """Drop a caller with nothing running or waiting and no more use than the clock: it would
-        start level with the clock anyway."""
-        caller = self._callers.get(key)
-        if caller is not None and not caller.running and not caller.waiting and caller.used <= self._clock:
-            del self._callers[key]
+    def _forget(self) -> None:
+        """Drop the callers with nothing running or waiting whose use has aged away (under 1 ms): they
+        would start from nothing anyway. Call with ``_cond`` held."""
+        now = time.monotonic()
+        for key, caller in list(self._callers.items()):
+            if not caller.running and not caller.waiting and caller.recent_use(now) < 1e-3:
+                del self._callers[key]
 
     # ---- calls ----------------------------------------------------------------------------------
     def run(self, code: str, stdin: str = "", **limits: Any) -> ExecResult:
