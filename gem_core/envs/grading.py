@@ -186,7 +186,7 @@ class _Pool:
         self.count = 0  # workers alive or starting, idle or checked out
         self.warming: dict[str, int] = {}  # warmup key -> workers being started or warmed up for it
         self.warmed: set[str] = set()  # warmup keys some worker of this pool has run
-        self.failed: dict[str, str] = {}  # warmup key -> why its last warmup failed
+        self.failed: dict[str, tuple[float, str]] = {}  # warmup key -> when and why its warmup failed
 
     def call(self, target: str, args: tuple[Any, ...], timeout: float, warmup: Any) -> Any:
         deadline = time.monotonic() + timeout
@@ -216,14 +216,17 @@ class _Pool:
         key = repr(warmup)
         with self.cond:
             first = warmup is not None and key not in self.warmed  # its kind's first warmup: waited for
+            since = time.monotonic()
+            first_until = since + STARTUP_TIMEOUT
             while True:
                 ready = [i for i, w in enumerate(self.idle) if warmup is None or key in w.warmups]
                 if ready:
                     worker = self.idle.pop(ready[-1])
                     worker.checked_out, worker.first = time.monotonic(), first
                     return worker
-                if first and key in self.failed:
-                    raise GradingError(f"the grading worker could not warm up: {self.failed[key]}")
+                failed_at, why = self.failed.get(key, (0.0, ""))
+                if first and failed_at >= since:  # the warmup this caller waited for failed
+                    raise GradingError(f"the grading worker could not warm up: {why}")
                 if not self.warming.get(key):
                     if self.count < self.max_workers:
                         self.count += 1
@@ -232,7 +235,7 @@ class _Pool:
                         self._start(warmup, self.idle.pop(0))
                 if first and key in self.warmed:  # another worker's warmup came first: timed from now
                     first, deadline = False, max(deadline, time.monotonic() + timeout)
-                remaining = STARTUP_TIMEOUT if first else deadline - time.monotonic()
+                remaining = (first_until if first else deadline) - time.monotonic()
                 if remaining <= 0:
                     busy = self.count - len(self.idle)
                     raise GradingTimeout(
@@ -261,7 +264,7 @@ class _Pool:
                 self.warming[key] -= 1
                 if error is not None:
                     self.count -= 1
-                    self.failed[key] = error
+                    self.failed[key] = (time.monotonic(), error)
                 else:
                     self.failed.pop(key, None)
                     self.warmed.update(started.warmups)
