@@ -149,7 +149,7 @@ def test_hostile_envs_cost_no_benign_episode_in_a_threads_vector():
             "game:GuessTheNumber-v1-easy",
             num_envs=16,
             backend="threads",
-            step_timeout=3.0,
+            step_timeout=6.0,
             wrappers=[lambda env: ToolEnvWrapper(env, [tool], max_tool_uses=None)],
         )
         try:
@@ -159,6 +159,6 @@ def test_hostile_envs_cost_no_benign_episode_in_a_threads_vector():
                 obs, _, _, truncated, infos = vec.step(actions)
                 assert not truncated.any() and not any("error" in info for info in infos), infos
                 assert all("\n42\n" in o for o in obs[8:]), obs[8:]
-                assert all("timed out" in o for o in obs[:8]), obs[:8]
+                assert all("timed out" in o or "busy" in o for o in obs[:8]), obs[:8]
         finally:
             vec.close()
