@@ -85,7 +85,8 @@ def build(args: argparse.Namespace, backend: str) -> VectorEnv:
         import ray
 
         if not ray.is_initialized():
-            ray.init(address="local", num_cpus=args.num_workers, include_dashboard=False)
+            # Crashed actors' logs (the injected os._exit) stay in Ray's log files.
+            ray.init(address="local", num_cpus=args.num_workers, include_dashboard=False, log_to_driver=False)
     return BACKENDS[backend](fns, **kwargs)
 
 
