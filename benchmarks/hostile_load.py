@@ -1,6 +1,6 @@
 """Issue 43's hostile-load scenarios: does a benign call or grading step stay bounded whatever others send?
 
-    python benchmarks/hostile_load.py [--scenarios starvation,vector,grading] [--out FILE]
+    python benchmarks/hostile_load.py [--scenarios starvation,vector,grading,serve] [--out FILE]
 
 ``starvation``  the default ``PythonTool()``; 16 threads send ``while True: pass`` again and again; once
                 they are running, one ``print(1)`` is sent 3 times: its latency, and whether it ran
@@ -9,6 +9,9 @@
                 ``ToolEnvWrapper(PythonTool())``: 8 envs send ``while True: pass``, 8 send
                 ``print(6 * 7)``, for 4 batches (a reset before each): how many benign steps failed
                 (``info["error"]``: their episode is lost), ran (``42`` in the observation) or neither.
+``serve``       ``gem serve math:Arithmetic-v0 --tools python`` in a subprocess; 8 client sessions send
+                ``while True: pass`` again and again (resetting when their episode ends), and once they
+                are running a victim session sends ``print(1)`` 3 times: its latency and result.
 ``grading``     ``math:Arithmetic-v0`` and ``math:Fractions-v0`` (seed 0, 5 s grading deadline) answered
                 with power towers, one at a time after a warm-up step, then 16 threads at once (twice):
                 each step's time against the deadline.
@@ -25,6 +28,7 @@ import argparse
 import concurrent.futures as cf
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -135,7 +139,61 @@ def grading(args: argparse.Namespace) -> list[str]:
     return lines
 
 
-SCENARIOS = {"starvation": starvation, "vector": vector, "grading": grading}
+def serve(args: argparse.Namespace) -> list[str]:
+    code = "import sys; from gem_core.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = ["serve", "math:Arithmetic-v0", "--tools", "python", "--port", "0"]
+    server = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, text=True)
+    url = None
+    for line in server.stdout:  # "gem serve: ... on http://127.0.0.1:PORT (OpenEnv: ..."
+        if " on http://" in line:
+            url = line.split(" on ", 1)[1].split()[0]
+            break
+    if url is None:
+        server.kill()
+        return [f"serve: the server did not start (exit status {server.wait()})"]
+    stop, lines = threading.Event(), []
+
+    def attack() -> None:
+        env = gem_core.make(f"openenv:{url}")
+        try:
+            while not stop.is_set():
+                env.reset(seed=0)
+                done = False
+                while not done and not stop.is_set():
+                    *_, terminated, truncated, _ = env.step(f"<python>{SPIN}</python>")
+                    done = terminated or truncated
+        except Exception as exc:  # the server may close the session when we stop it
+            if not stop.is_set():
+                lines.append(f"serve: an attacker's session failed: {type(exc).__name__}: {exc}")
+
+    try:
+        for _ in range(8):
+            threading.Thread(target=attack, daemon=True).start()
+        time.sleep(2.0)
+        victim = gem_core.make(f"openenv:{url}")
+        victim.reset(seed=0)
+        for n in range(3):
+            start = time.monotonic()
+            try:
+                obs, *_ = victim.step("<python>print(1)</python>")
+                result = f"ran={chr(10) + '1' + chr(10) in obs}, {obs.strip().splitlines()[-1][:70]!r}"
+            except Exception as exc:
+                result = f"failed ({type(exc).__name__}: {str(exc)[:80]})"
+            lines.append(
+                f"serve: victim session print(1) #{n + 1}: {time.monotonic() - start:.2f} s, {result}"
+            )
+            print(lines[-1], flush=True)
+    finally:
+        stop.set()
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return lines
+
+
+SCENARIOS = {"starvation": starvation, "vector": vector, "grading": grading, "serve": serve}
 
 
 def main() -> None:
