@@ -259,19 +259,24 @@ def test_the_deadline_bounds_every_step_under_load(monkeypatch):
 @pytest.mark.parametrize("bomb", ["10^{10^{10}}", "9^{9^{9^{9}}}", "10^{10^{10^{10}}}!"])
 def test_power_bombs_end_within_half_a_second_of_the_deadline(env_id, bomb):
     """Issue 43: ``\\boxed{10^{10^{10}}}`` took 5-8 s against a 5 s deadline (the worker computing it was
-    waited for as it died, gigabytes to tear down). Now the step is back within 0.5 s of it."""
+    waited for as it died, gigabytes to tear down). Now the step is back within 0.5 s of it, whether
+    a worker took the bomb (it is killed) or none was warm in time (a replacement of the last one
+    killed may still be warming up)."""
     deadline = 2.0
-    env = gem_core.make(env_id, grade_timeout=deadline)
+    env = gem_core.make(env_id, grade_timeout=30.0)
     env.reset(seed=0)
-    assert env.step(f"\\boxed{{{env.example['answer']}}}")[1] == 1.0  # the first warmup is not timed
+    gold = env.example["answer"]
+    assert env.step(f"\\boxed{{{gold} + 0}}")[1] == 1.0  # graded by a worker: one is warm
+    env.grade_timeout = deadline
     env.reset(seed=0)
     start = time.monotonic()
     _, reward, _, _, info = env.step(f"\\boxed{{{bomb}}}")
     elapsed = time.monotonic() - start
-    assert reward == 0.0 and "longer than" in info["error"], info
+    assert reward == 0.0 and ("longer than" in info["error"] or "no grading worker" in info["error"]), info
     assert elapsed < deadline + 0.5, elapsed
+    env.grade_timeout = 30.0
     env.reset(seed=0)
-    assert env.step(f"\\boxed{{{env.example['answer']}}}")[1] == 1.0  # a warm replacement took over
+    assert env.step(f"\\boxed{{{gold} + 0}}")[1] == 1.0  # the killed worker was replaced
 
 
 def test_grading_workers_warm_up_in_the_background():

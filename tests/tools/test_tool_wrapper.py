@@ -282,7 +282,8 @@ def test_no_tool_runs_outside_an_episode():
     with pytest.raises(EpisodeOverError):
         env.step("<count>")  # before the first reset
     env.reset(seed=0)
-    assert env.step("<count>")[:2] == ("counted", 0.25)
+    obs, reward, *_, info = env.step("<count>")
+    assert (obs, reward, info["tool_bonus_pending"]) == ("counted", 0.0, 0.25)
     *_, terminated, _, _ = env.step("\\boxed{0}")
     assert terminated and env.episode_over
     parsed, executed = tool.parsed, tool.executed
