@@ -60,8 +60,10 @@ class PythonTool(Tool):
     """Runs Python from the action in the sandbox.
 
     ``fenced`` also accepts a ```python block (turn it off for envs whose answer is itself a code
-    block). ``pool`` shares an existing ``SandboxPool``; otherwise a process-wide shared pool of
-    ``workers`` workers is used, built with ``pool_options`` (``mode``, ``preload``, ``seccomp``).
+    block). ``pool`` shares an existing ``SandboxPool``; otherwise a process-wide shared pool that
+    starts with ``workers`` workers is used, built with ``pool_options`` (``mode``, ``preload``,
+    ``seccomp``, ``max_workers``, ``max_calls_per_caller``, ``max_wait``: see ``SandboxPool``; the pool
+    shares itself fairly between the envs calling it).
     """
 
     name = "python"
