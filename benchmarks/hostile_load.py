@@ -142,7 +142,9 @@ def grading(args: argparse.Namespace) -> list[str]:
 def serve(args: argparse.Namespace) -> list[str]:
     code = "import sys; from gem_core.cli import main; sys.exit(main(sys.argv[1:]))"
     argv = ["serve", "math:Arithmetic-v0", "--tools", "python", "--port", "0"]
-    server = subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(  # its log (sessions closed under it at the end) stays out of the table
+        [sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     url = None
     for line in server.stdout:  # "gem serve: ... on http://127.0.0.1:PORT (OpenEnv: ..."
         if " on http://" in line:
