@@ -5,10 +5,12 @@ memory on a crafted answer like ``9^{9^{9^{9}}}``, and math-verify's own timeout
 which works only in the main thread, while ``AsyncVectorEnv`` steps envs in worker threads. So a
 grading function runs in one of a few persistent worker processes: ``call`` sends it the function's
 name and arguments, and if no answer comes back by the deadline the worker is killed (and replaced, in
-the background) and the caller gets ``GradingTimeout``. The deadline counts from the call, so the
-wait for a free worker is part of it: when every worker is stuck on a crafted answer, the other
-callers get ``GradingTimeout`` at their deadline instead of queueing behind them. The caller's thread
-is never blocked longer than that (except the first time a worker meets a ``warmup``, below).
+the background) and the caller gets ``GradingTimeout`` at once: the kill is not waited for (a worker
+tearing down gigabytes of a power tower can take a second to die; a reaper thread collects it). The
+deadline counts from the call, so the wait for a free worker is part of it: when every worker is
+stuck on a crafted answer, the other callers get ``GradingTimeout`` at their deadline instead of
+queueing behind them. The caller's thread is never blocked longer than that, except by the very
+first ``warmup`` of its kind in the process (below).
 
 Workers are plain ``python -c`` subprocesses (not ``multiprocessing``), so the user's main script is
 never re-imported in them. A worker's stdout carries the replies; whatever the graded code prints goes
@@ -16,8 +18,11 @@ to /dev/null. Each worker caps its address space (``GEM_GRADER_MEMORY_MB``, defa
 runaway computation fails with ``MemoryError`` instead of swapping the machine.
 
 A ``warmup`` call (e.g. importing math-verify, or building a reasoning-gym dataset) runs once per worker
-with a generous timeout before the first timed call, so slow imports never count against the deadline;
-replacements of killed workers are warmed up before they take calls.
+with a generous timeout, on a background thread, before the worker takes a timed call: a caller takes
+only a worker warmed up for its call, and waits for one (starting one, if there is room) no longer
+than its deadline. Replacements of killed workers are warmed up the same way. Only the first warmup
+of a kind in a process is waited for outside the deadline (a one-time cost, as an import is);
+``prewarm`` starts it early (the math envs do when they are built).
 
 A second pool, ``pool="generation"``, runs trusted generators (reasoning-gym puzzles) under a deadline
 the same way; its replies are pickles (see ``call``).
@@ -38,9 +43,11 @@ import sys
 import threading
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 STARTUP_TIMEOUT = 120.0  # seconds for a worker to start and to run a warmup call
+_REAPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gem-grading-reaper")
 # CPU time of one call past which its worker dies (every deadline is far below it).
 REQUEST_CPU_SECONDS = int(os.environ.get("GEM_GRADER_CPU_SECONDS", "300"))
 _HEADER = struct.Struct("<Q")
@@ -77,6 +84,14 @@ def call(
     return _pool(pool).call(target, args, timeout, warmup)
 
 
+def prewarm(warmup: tuple[str, tuple[Any, ...]], pool: str = "grading") -> None:
+    """Start warming up a worker of ``pool`` for ``warmup`` in the background, unless one is ready or
+    starting: the first ``call`` with that warmup then finds it ready."""
+    if pool not in POOLS:
+        raise ValueError(f"pool is one of {sorted(POOLS)}, got {pool!r}")
+    _pool(pool).prewarm(warmup)
+
+
 # ---- the parent side ------------------------------------------------------------------------------
 class _Worker:
     def __init__(self, replies: str) -> None:
@@ -96,6 +111,7 @@ class _Worker:
             start_new_session=True,  # a Ctrl-C in the terminal reaches the parent only
         )
         self.warmups: dict[str, tuple[str, tuple[Any, ...]]] = {}  # the warmups it has run, by key
+        self.checked_out, self.first = 0.0, False  # when its caller took it; whether waited for
         self.owner = os.getpid()
         _STARTED.add(self)
 
@@ -140,21 +156,26 @@ class _Worker:
         return self.process.poll() is None
 
     def kill(self) -> None:
+        """SIGKILL the worker and return at once: a reaper thread waits for its end."""
         if self.alive():
             self.process.kill()
-        self.process.wait()
         for stream in (self.process.stdin, self.process.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
+        try:
+            _REAPER.submit(self.process.wait)
+        except RuntimeError:  # at interpreter exit the reaper is gone: wait here
+            self.process.wait()
 
 
 class _Pool:
     """Up to ``max_workers`` workers; a caller checks one out for the length of its call.
 
-    A caller waits for a free worker only until its own deadline (then ``GradingTimeout``), so a few
-    stuck calls cannot hold up the others for longer than the deadline. A worker that missed a
-    deadline is killed, and a replacement is started and warmed up in the background at once, so
-    the next callers find a ready worker rather than paying for its start.
+    A caller waits for a free worker warmed up for its call only until its own deadline (then
+    ``GradingTimeout``), so a few stuck calls cannot hold up the others for longer than the deadline.
+    Workers are started and warmed up on background threads (``_start``) and join the idle ones when
+    ready; a worker that missed a deadline is killed, and a replacement warmed up as it was starts at
+    once, so the next callers find a ready worker rather than paying for its start.
     """
 
     def __init__(self, max_workers: int, replies: str = "json") -> None:
@@ -163,14 +184,15 @@ class _Pool:
         self.cond = threading.Condition()
         self.idle: list[_Worker] = []
         self.count = 0  # workers alive or starting, idle or checked out
+        self.warming: dict[str, int] = {}  # warmup key -> workers being started or warmed up for it
+        self.warmed: set[str] = set()  # warmup keys some worker of this pool has run
+        self.failed: dict[str, tuple[float, str]] = {}  # warmup key -> when and why its warmup failed
 
     def call(self, target: str, args: tuple[Any, ...], timeout: float, warmup: Any) -> Any:
         deadline = time.monotonic() + timeout
         worker = self._checkout(deadline, warmup, timeout)
         try:
-            if warmup is not None and repr(warmup) not in worker.warmups:
-                worker.warm(warmup)  # a one-time cost per worker, outside the deadline
-                deadline = max(deadline, time.monotonic() + timeout)
+            deadline = max(deadline, worker.checked_out + timeout) if worker.first else deadline
             return worker.request(target, args, deadline, timeout)
         except GradingTimeout:
             self._replace(worker)
@@ -180,56 +202,91 @@ class _Pool:
             if worker is not None:
                 self._checkin(worker)
 
-    def _checkout(self, deadline: float, warmup: Any, timeout: float) -> _Worker:
+    def prewarm(self, warmup: tuple[str, tuple[Any, ...]]) -> None:
+        """Start a worker warming up for ``warmup`` in the background unless one is ready or starting."""
+        key = repr(warmup)
         with self.cond:
+            if any(key in w.warmups for w in self.idle) or self.warming.get(key):
+                return
+            if self.count < self.max_workers:
+                self.count += 1
+                self._start(warmup)
+
+    def _checkout(self, deadline: float, warmup: Any, timeout: float) -> _Worker:
+        key = repr(warmup)
+        with self.cond:
+            first = warmup is not None and key not in self.warmed  # its kind's first warmup: waited for
+            since = time.monotonic()
+            first_until = since + STARTUP_TIMEOUT
             while True:
-                if self.idle:
-                    key = repr(warmup)
-                    ready = [i for i, w in enumerate(self.idle) if key in w.warmups or warmup is None]
-                    return self.idle.pop(ready[-1] if ready else -1)
-                if self.count < self.max_workers:
-                    self.count += 1
-                    break
-                remaining = deadline - time.monotonic()
+                ready = [i for i, w in enumerate(self.idle) if warmup is None or key in w.warmups]
+                if ready:
+                    worker = self.idle.pop(ready[-1])
+                    worker.checked_out, worker.first = time.monotonic(), first
+                    return worker
+                failed_at, why = self.failed.get(key, (0.0, ""))
+                if first and failed_at >= since:  # the warmup this caller waited for failed
+                    raise GradingError(f"the grading worker could not warm up: {why}")
+                if not self.warming.get(key):
+                    if self.count < self.max_workers:
+                        self.count += 1
+                        self._start(warmup)
+                    elif self.idle:  # idle workers, none warmed up for this call: warm one up
+                        self._start(warmup, self.idle.pop(0))
+                if first and key in self.warmed:  # another worker's warmup came first: timed from now
+                    first, deadline = False, max(deadline, time.monotonic() + timeout)
+                remaining = (first_until if first else deadline) - time.monotonic()
                 if remaining <= 0:
+                    busy = self.count - len(self.idle)
                     raise GradingTimeout(
-                        f"no grading worker was free within {timeout:g}s (all {self.max_workers} busy)"
+                        f"no grading worker was free within {timeout:g}s ({busy} of {self.max_workers} busy)"
                     )
                 self.cond.wait(remaining)
-        try:
-            return _Worker(self.replies)
-        except OSError as exc:  # e.g. out of processes or memory
-            self._release()
-            raise GradingError(f"could not start a grading worker: {exc}") from exc
+
+    def _start(self, warmup: Any, worker: _Worker | None = None, also: tuple = ()) -> None:
+        """On a background thread: start a worker (or take ``worker``), run ``warmup`` (and the warmups
+        ``also``) in it, and add it to the idle ones. Call with ``cond`` held and the worker counted."""
+        key = repr(warmup)
+        self.warming[key] = self.warming.get(key, 0) + 1
+
+        def run() -> None:
+            started, error = worker, None
+            try:
+                if started is None:
+                    started = _Worker(self.replies)
+                for each in (*also, warmup):
+                    started.warm(each)
+            except (OSError, GradingError) as exc:
+                error = str(exc)
+                if started is not None:
+                    started.kill()
+            with self.cond:
+                self.warming[key] -= 1
+                if error is not None:
+                    self.count -= 1
+                    self.failed[key] = (time.monotonic(), error)
+                else:
+                    self.failed.pop(key, None)
+                    self.warmed.update(started.warmups)
+                    self.idle.append(started)
+                self.cond.notify_all()
+
+        threading.Thread(target=run, name="gem-grading-start", daemon=True).start()
 
     def _checkin(self, worker: _Worker) -> None:
-        if not worker.alive():
-            worker.kill()  # reap it
-            self._release()
-            return
         with self.cond:
-            self.idle.append(worker)
-            self.cond.notify()
-
-    def _release(self) -> None:
-        with self.cond:
-            self.count -= 1
-            self.cond.notify()
+            if worker.alive():
+                self.idle.append(worker)
+            else:
+                worker.kill()  # reaped in the background
+                self.count -= 1
+            self.cond.notify_all()
 
     def _replace(self, dead: _Worker) -> None:
-        """Start a worker in place of ``dead`` (killed) and warm it up as ``dead`` was, in the background."""
-
-        def start() -> None:
-            try:
-                worker = _Worker(self.replies)
-                for warmup in list(dead.warmups.values()):
-                    worker.warm(warmup)
-            except (OSError, GradingError):
-                self._release()
-                return
-            self._checkin(worker)
-
-        threading.Thread(target=start, name="gem-grading-replacement", daemon=True).start()
+        """Start a worker in place of ``dead`` (killed), warmed up as ``dead`` was, in the background."""
+        warmups = list(dead.warmups.values())
+        with self.cond:
+            self._start(warmups[-1] if warmups else None, also=tuple(warmups[:-1]))
 
     def close(self) -> None:
         with self.cond:

@@ -35,6 +35,7 @@ from gem_core.registry import register
 INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 MAX_ANSWER_CHARS = 1_000
 GRADE_TIMEOUT = 5.0  # seconds; checking a real answer takes milliseconds
+WARMUP = ("gem_core.envs.math:warm_up_worker", ())  # run once per grading worker, outside the deadline
 
 
 class MathEnv(DatasetEnv):
@@ -64,6 +65,7 @@ class MathEnv(DatasetEnv):
         self.question_key, self.answer_key = question_key, answer_key
         self.instruction = instruction
         self.grade_timeout = grade_timeout
+        grading.prewarm(WARMUP)  # the first grading then finds a worker with math-verify imported
 
     def _prompt(self, example: Any) -> str:
         return f"{example[self.question_key]}\n{self.instruction}".strip()
@@ -95,8 +97,8 @@ def grade_answer(
 ) -> tuple[bool, str | None]:
     """Is ``answer`` (the content of a ``\\boxed{}``) equivalent to one of ``references``? ``(correct, error)``.
 
-    Never raises, and returns within about ``timeout`` seconds (plus a few seconds to start a grading
-    worker the first time): a timeout or a failure inside math-verify gives ``(False, message)``.
+    Never raises, and returns within ``timeout`` seconds (plus the first warmup of a grading worker in
+    the process, once): a timeout or a failure inside math-verify gives ``(False, message)``.
     """
     if _plain(answer) in {_plain(r) for r in references}:
         return True, None
@@ -108,7 +110,7 @@ def grade_answer(
             list(references),
             answer,
             timeout=timeout,
-            warmup=("gem_core.envs.math:warm_up_worker", ()),
+            warmup=WARMUP,
         )
     except grading.GradingTimeout as exc:
         return False, str(exc)

@@ -1,9 +1,11 @@
 """PythonTool: the agent writes Python in ``<python>...</python>`` (or a fenced ```python block); the
 tool runs it in the sandbox (``gem_core.tools.sandbox``) and returns what it printed.
 
-The observation is ``Code execution result:`` followed by stdout, then stderr, then one line per
-abnormal event (non-zero exit, signal, time-out, truncated output). A call is ``ok`` when the code ran
-to completion with exit status 0.
+The observation is ``Code execution result:``, then what the program printed (stdout, then stderr) in
+a code fence it cannot close (``gem_core.tools.base.fence``: control characters, ANSI escapes and NUL
+shown escaped), then one line per abnormal event (non-zero exit, signal, time-out, truncated output):
+whatever a program prints, it cannot pass for those lines. A call is ``ok`` when the code ran to
+completion with exit status 0.
 
 By default every ``PythonTool`` in a process shares one warm pool per configuration
 (``shared_pool``), so a vector of 64 wrapped envs does not start 64 sandboxes.
@@ -16,7 +18,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gem_core.parsing import extract_tag
-from gem_core.tools.base import Tool
+from gem_core.tools.base import Tool, fence
 from gem_core.tools.sandbox import ExecResult, SandboxLimits, SandboxPool, shared_pool
 
 _FENCE_OPEN = re.compile(r"```[ \t]*(?:python3?|py)[ \t]*\n", re.IGNORECASE)
@@ -37,21 +39,20 @@ def describe(result: ExecResult, limits: SandboxLimits) -> str:
         return f"Code execution failed: {result.error}"
     body = result.stdout
     if result.stderr:
-        body = f"{body}\n{result.stderr}" if body else result.stderr
-    notes = []
+        body = f"{body}\n{result.stderr}" if body and not body.endswith("\n") else body + result.stderr
+    lines = [fence(body)] if body else []
     if result.truncated:  # the sandbox stopped the program there: its exit status says nothing more
-        notes.append(f"[output truncated at {limits.max_output} bytes]")
+        lines.append(f"[output truncated at {limits.max_output} bytes]")
     elif result.timed_out:
-        notes.append(f"[timed out after {limits.timeout:g} s: the program was killed]")
+        limit = limits.timeout if result.time_limit_s is None else result.time_limit_s
+        lines.append(f"[timed out after {limit:.3g} s: the program was killed]")
     elif result.signal is not None:
-        notes.append(f"[the program was killed by {result.signal}]")
+        lines.append(f"[the program was killed by {result.signal}]")
     elif result.exit_code not in (0, None):
-        notes.append(f"[exit status {result.exit_code}]")
-    if not body and not notes:
-        body = "(no output; use print() to show values)"
-    text = body.rstrip("\n")
-    if notes:
-        text = f"{text}\n" + "\n".join(notes) if text else "\n".join(notes)
+        lines.append(f"[exit status {result.exit_code}]")
+    if not lines:
+        lines.append("(no output; use print() to show values)")
+    text = "\n".join(lines)
     return f"Code execution result:\n{text}\n"
 
 
@@ -59,8 +60,10 @@ class PythonTool(Tool):
     """Runs Python from the action in the sandbox.
 
     ``fenced`` also accepts a ```python block (turn it off for envs whose answer is itself a code
-    block). ``pool`` shares an existing ``SandboxPool``; otherwise a process-wide shared pool of
-    ``workers`` workers is used, built with ``pool_options`` (``mode``, ``preload``, ``seccomp``).
+    block). ``pool`` shares an existing ``SandboxPool``; otherwise a process-wide shared pool that
+    starts with ``workers`` workers is used, built with ``pool_options`` (``mode``, ``preload``,
+    ``seccomp``, ``max_workers``, ``max_calls_per_caller``, ``max_wait``: see ``SandboxPool``; the pool
+    shares itself fairly between the envs calling it).
     """
 
     name = "python"
@@ -96,11 +99,12 @@ class PythonTool(Tool):
         return {**vars(self), "_pool": None}
 
     def instruction(self) -> str:
-        fence = " or in a ```python code block" if self.fenced else ""
+        or_fenced = " or in a ```python code block" if self.fenced else ""
         return (
             "You can run Python code to help your reasoning: write a complete script inside "
-            f"<python>...</python>{fence}. It runs in a sandbox (no network, no files kept between runs, "
-            f"{self.limits.timeout:g} s limit) and what it prints comes back after 'Code execution result:'. "
+            f"<python>...</python>{or_fenced}. It runs in a sandbox (no network, no files kept between runs, "
+            f"{self.limits.timeout:g} s limit) and what it prints comes back after 'Code execution result:' "
+            "in a code block. "
             "Use print() to see values. When you are done, give your final answer."
         )
 

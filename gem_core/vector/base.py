@@ -18,7 +18,10 @@ faulty env's episode ends: the others keep theirs (the process and Ray backends 
 worker they must restart from snapshots, see ``gem_core.vector.remote``). An env whose episode is lost
 all the same (e.g. its state could not be snapshot) is reported the same way at its next ``step``.
 A batch step returns within about ``step_timeout`` (plus a second, on the remote backends, for a
-worker that cannot even report its hung calls), except on ``SyncVectorEnv``, which cannot interrupt.
+worker that cannot even report its hung calls), except on ``SyncVectorEnv``, which cannot interrupt,
+and when a remote worker crashed mid-batch (its calls in flight run again: ``gem_core.vector.remote``).
+Each call runs under its step's deadline (``gem_core.deadline``), so what waits inside a step (a tool
+call in the sandbox pool) ends by then rather than running on after the step was abandoned.
 
 Backends receive calls as plain data, so that they can cross a process boundary:
 ``("reset", seed, kwargs)``, ``("step", action)``, ``("sample",)`` and ``("get_attr", name)``.
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from gem_core.core import Env, Wrapper
+from gem_core.deadline import step_deadline
 
 
 class AutoresetMode(str, enum.Enum):
@@ -244,10 +248,12 @@ def apply_call(call: Call, env: Env) -> Any:
     raise ValueError(f"unknown vector env call {kind!r}")
 
 
-def run_guarded(call: Call, env: Env) -> Any:
-    """``call`` on ``env``, with an exception turned into an ``EnvFailure`` carrying the traceback's last line."""
+def run_guarded(call: Call, env: Env, deadline: float | None = None) -> Any:
+    """``call`` on ``env`` under the step deadline ``deadline`` (a ``time.monotonic()`` value, or None),
+    with an exception turned into an ``EnvFailure`` carrying the traceback's last line."""
     try:
-        return apply_call(call, env)
+        with step_deadline(at=deadline):
+            return apply_call(call, env)
     except Exception as exc:
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return EnvFailure(f"{type(env.unwrapped).__name__} raised {last}")

@@ -11,7 +11,8 @@ pipe. Workers are daemons: they end with the parent, and their envs may start su
 A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-file on its pipe (or,
 between batches, as a pipe with something to read before anything was asked); one that answers
 nothing past ``step_timeout`` is killed. Either way it is started anew and its envs are restored from
-their snapshots (see ``gem_core.vector.remote``). A call that merely overran ``step_timeout`` costs
+their snapshots, and the calls a dead worker was running run again, so that only the call that
+killed it fails (see ``gem_core.vector.remote``). A call that merely overran ``step_timeout`` costs
 only its own env: the worker abandons it to its thread.
 """
 

@@ -19,10 +19,11 @@ driver on the cluster; where they cannot (a driver connected through Ray Client,
 
 An actor that dies (its connection closes; Ray's reason is reported) or answers nothing past
 ``step_timeout`` is killed with ``ray.kill`` and replaced by a new actor, and its envs are restored
-from their snapshots; a call that merely overran ``step_timeout`` costs only its own env (see
-``gem_core.vector.remote``). With ``transport="ray"`` an actor's results come back with its batch's
-last message, so an actor that dies mid-batch fails every call of that batch it was running. Ray is
-optional: ``pip install gem-core[ray]``.
+from their snapshots; the calls an actor was running when it died run again in the new one, so only
+the call that killed it fails; a call that merely overran ``step_timeout`` costs only its own env
+(see ``gem_core.vector.remote``). With ``transport="ray"`` an actor's results come back with its
+batch's last message, so every call of a batch an actor died in runs again. Ray is optional:
+``pip install gem-core[ray]``.
 """
 
 from __future__ import annotations

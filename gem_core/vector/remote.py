@@ -25,10 +25,19 @@ Faults, and why a healthy env never loses its episode to another env's fault:
   worker sends the env's ``get_state()``, and the vector env keeps the latest one per env. A worker
   that must be replaced (it died: ``os._exit``, a segfault, the OOM killer; it answers nothing
   ``_GRACE`` seconds past the timeout; or it is recycled) is started anew and every env it hosted is
-  restored with ``set_state`` from its snapshot, so its episode goes on. Only the calls that were
-  running in a worker when it died fail: any of them may have killed it (results that had come back
-  are kept). An env whose state cannot be snapshot (``get_state`` raises, or the state does not
-  pickle) or restored loses its episode, reported as a failure at its next ``step``.
+  restored with ``set_state`` from its snapshot, so its episode goes on.
+- A worker that dies in the middle of a batch: results that had come back are kept, and the calls
+  it was running (any of which may have killed it) run again in the new worker, from their envs'
+  snapshots, in halves (``_replay``): a group that runs through keeps its results, a group that kills
+  the worker again is halved, and the call that kills it alone fails, ending its env's episode. Envs
+  are deterministic given their state and action, so a healthy env gets the result it would have
+  had: a crash costs only the crashing env's episode. Such a batch step takes longer than the others:
+  a worker's start and one more round of the calls per halving (at most about ``2 log2(k)`` rounds
+  for ``k`` calls in flight, each within ``step_timeout``). A worker that stops answering altogether
+  is different: its running calls fail (running them again would hang again).
+- An env whose state cannot be snapshot (``get_state`` raises, or the state does not pickle) or
+  restored loses its episode, reported as a failure at its next ``step`` (or, if its step was in
+  flight when its worker died, at once).
 """
 
 from __future__ import annotations
@@ -158,7 +167,8 @@ class EnvHost:
         start = time.monotonic()
         deadline = None if timeout is None else start + timeout
         futures = {
-            self.slots[k].thread.submit(self._run, self.slots[k], call): (k, call) for k, call in batch
+            self.slots[k].thread.submit(self._run, self.slots[k], call, deadline): (k, call)
+            for k, call in batch
         }
         pending, ready, last_sent = set(futures), {}, start
         while pending:
@@ -189,7 +199,7 @@ class EnvHost:
             slot.thread.shutdown()
 
     # ---- on an env's thread ---------------------------------------------------------------------
-    def _run(self, slot: _Slot, call: Call) -> bytes:
+    def _run(self, slot: _Slot, call: Call, deadline: float | None = None) -> bytes:
         kind = call[0]
         if kind == "set_state":
             return _dumps((self._restore(slot, call[1]), None))
@@ -203,7 +213,7 @@ class EnvHost:
             env = self._build(slot)
             if isinstance(env, EnvFailure):
                 return _dumps((env, None))
-        result = run_guarded(call, env)
+        result = run_guarded(call, env, deadline)
         failed = isinstance(result, EnvFailure)
         state = (
             self._snapshot(slot, env) if self.keep_states and kind in _EPISODE_CALLS and not failed else None
@@ -377,19 +387,40 @@ class WorkerPoolVectorEnv(VectorEnv):
             batches.setdefault(self._where[i][0], []).append(i)
         self._restart_dead(batches)
         self._ready(batches)
+        results = self._report_lost(batches, calls)
+        done, crashed = self._run_batches(batches, calls, timeout)
+        results.update(done)
+        for w, (reason, running) in crashed.items():
+            results.update(self._replay(w, reason, running, calls, timeout))
+        return results
+
+    def _report_lost(self, batches: dict[int, list[int]], calls: Mapping[int, Call]) -> dict[int, Any]:
+        """Take out of ``batches`` the steps of envs whose episode was lost (their restore failed just
+        now): their failures, reported instead of running them."""
         results: dict[int, Any] = {}
-        for ids in batches.values():  # envs whose restore failed just now: a step reports the loss
+        for w, ids in list(batches.items()):
             for i in [i for i in ids if i in self._lost and calls[i][0] in _EPISODE_CALLS]:
                 reason = self._lost.pop(i)
                 if calls[i][0] == "step":
                     results[i] = EnvFailure(reason)
                     ids.remove(i)
-        batches = {w: ids for w, ids in batches.items() if ids}
+            if not ids:
+                del batches[w]
+        return results
+
+    def _run_batches(
+        self, batches: dict[int, list[int]], calls: Mapping[int, Call], timeout: float | None
+    ) -> tuple[dict[int, Any], dict[int, tuple[str, list[int]]]]:
+        """Run each worker's batch; ``(results, crashed)``. A call that overran ``timeout`` fails (its
+        worker abandoned it); a worker that does not answer at all is restarted and its running calls
+        fail. ``crashed`` maps each worker that died mid-batch to why and the calls it was running
+        (those with no result yet), for ``_replay``."""
         for w, ids in batches.items():
             batch = [(self._where[i][1], calls[i]) for i in ids]
             self._submit(self._handles[w], _dumps((batch, timeout)))
-
-        failed: dict[int, str] = {}  # worker -> why it must be replaced
+        results: dict[int, Any] = {}
+        crashed: dict[int, tuple[str, list[int]]] = {}
+        hung: dict[int, str] = {}
         waiting = set(batches)
         deadline = None if timeout is None else time.monotonic() + timeout + _GRACE
         while waiting:
@@ -398,12 +429,12 @@ class WorkerPoolVectorEnv(VectorEnv):
             replies = self._receive(sorted(owner), left)
             if not replies and left == 0.0:  # a worker that cannot even report its hung calls
                 for w in waiting:
-                    failed[w] = f"did not answer within the {timeout}s step timeout"
+                    hung[w] = f"did not answer within the {timeout}s step timeout"
                 break
             for h, reply in replies.items():
                 w = owner[h]
                 if isinstance(reply, str):
-                    failed[w] = f"{reply} while running this call"
+                    crashed[w] = (reply, [i for i in batches[w] if i not in results])
                     waiting.discard(w)
                     continue
                 done, end, stale = pickle.loads(reply)
@@ -420,13 +451,60 @@ class WorkerPoolVectorEnv(VectorEnv):
                         self._keep(i, calls[i], results[i], None)
                 if stale is not None and stale > self.recycle_hung_after and w not in self._spares:
                     self._spares[w] = (self._launch_new(w), time.monotonic())
-
-        for w, reason in failed.items():
+        for w, reason in hung.items():
             for i in batches[w]:
-                if i not in results:  # it was running when its worker died: any of these may have killed it
-                    results[i] = EnvFailure(f"worker {reason}")
+                if i not in results:  # it was running when its worker stopped answering
+                    results[i] = EnvFailure(f"worker {w} {reason} while running this call")
                     self._keep(i, calls[i], results[i], None)
-            self._restart(w, f"worker {reason}")
+            self._restart(w, f"worker {w} {reason}")
+        return results, crashed
+
+    def _replay(
+        self, w: int, reason: str, running: list[int], calls: Mapping[int, Call], timeout: float | None
+    ) -> dict[int, Any]:
+        """Worker ``w`` died (``reason``) while running the calls ``running``: any one of them may have
+        killed it. Start it anew, its envs restored from their snapshots (as they were before these
+        calls), and run the calls again, in halves: a group that runs through keeps its results, a group
+        that kills the worker again is halved, and a call that kills it alone is the cause: it alone
+        fails. Envs are deterministic given their state and action, so the healthy ones get the results
+        they would have had. A step whose env has no snapshot cannot be run again and fails."""
+        results: dict[int, Any] = {}
+        suspects = []
+        for i in running:
+            if calls[i][0] == "step" and self._states[i] is None:
+                results[i] = EnvFailure(f"worker {w} {reason} while running this call")
+            else:
+                suspects.append(i)
+        todo = [(suspects, True)] if suspects else []  # (calls, whether together they kill the worker)
+        dead = True
+        while todo:
+            group, kills = todo.pop()
+            if kills and len(group) == 1:  # the cause: its episode ends, nothing of it is restored
+                (i,) = group
+                alone = " (and again when run alone)" if len(running) > 1 else ""
+                results[i] = EnvFailure(f"worker {w} {reason} while running this call{alone}")
+                self._keep(i, calls[i], results[i], None)
+                continue
+            if kills:
+                half = len(group) // 2
+                todo += [(group[half:], False), (group[:half], False)]
+                continue
+            if dead:
+                self._restart(w, f"worker {w} {reason}")
+                dead = False
+            self._ready([w])
+            batch = {w: list(group)}
+            results.update(self._report_lost(batch, calls))
+            if not batch:
+                continue
+            done, crashed = self._run_batches(batch, calls, timeout)
+            results.update(done)
+            if w in crashed:
+                reason, left = crashed[w]
+                todo += [(left, True)] if left else []
+                dead = True
+        if dead:
+            self._restart(w, f"worker {w} {reason}")
         return results
 
     def _keep(self, i: int, call: Call, result: Any, state: bytes | None) -> None:

@@ -16,9 +16,9 @@ class SyncVectorEnv(VectorEnv):
     def _call(self, calls: Mapping[int, Call], timeout: float | None) -> dict[int, Any]:
         results = {}
         for i, call in calls.items():
-            start = time.perf_counter()
-            result = run_guarded(call, self.envs[i])
-            elapsed = time.perf_counter() - start
+            start = time.monotonic()
+            result = run_guarded(call, self.envs[i], None if timeout is None else start + timeout)
+            elapsed = time.monotonic() - start
             if timeout is not None and elapsed > timeout and not isinstance(result, EnvFailure):
                 result = EnvFailure(f"step took {elapsed:.3f}s, over the {timeout}s step timeout")
             results[i] = result

@@ -15,6 +15,7 @@ import concurrent.futures as cf
 import contextlib
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,7 +35,10 @@ class AsyncVectorEnv(VectorEnv):
         return _Worker(f"gem-env-{i}")
 
     def _call(self, calls: Mapping[int, Call], timeout: float | None) -> dict[int, Any]:
-        futures = {i: self._workers[i].submit(run_guarded, call, self.envs[i]) for i, call in calls.items()}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        futures = {
+            i: self._workers[i].submit(run_guarded, call, self.envs[i], deadline) for i, call in calls.items()
+        }
         done, pending = cf.wait(futures.values(), timeout=timeout)
         results: dict[int, Any] = {}
         for i, future in futures.items():

@@ -31,13 +31,11 @@ def bash(command: str) -> str:
 
 
 def stdout(obs: str) -> str:
-    """The stdout section of a command's observation."""
+    """The stdout section of a command's observation (the fenced block after its header)."""
     if "--- stdout ---\n" not in obs:
         return ""
-    text = obs.split("--- stdout ---\n", 1)[1]
-    for end in ("\n--- stderr ---", "\nYou have "):
-        text = text.split(end)[0]
-    return text
+    fence, rest = obs.split("--- stdout ---\n", 1)[1].split("\n", 1)
+    return rest.split(f"\n{fence}\n", 1)[0] + "\n"
 
 
 def timed(env: TerminalEnv, command: str) -> str:

@@ -1,5 +1,7 @@
-"""No terminal task pays for doing nothing or for destroying its inputs (issue: MergeParts paid 0.6 for
-``rm -f part*.txt``): every task id against the real sandbox, and the guard rule of the grader."""
+"""No terminal task pays for doing nothing, for destroying its inputs (issue: MergeParts paid 0.6 for
+``rm -f part*.txt``) or for stubs of what the checks run (issue 43: any executable greet.sh scored
+0.33, and a looping one made grading take 20 s): every task id against the real sandbox, the guard
+rule of the grader, and its per-check deadline."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ import pytest
 import gem_core
 from gem_core.envs.terminal import generator
 from gem_core.envs.terminal.env import TerminalEnv
-from gem_core.envs.terminal.generator.guards import mark_guards
-from gem_core.envs.terminal.tasks import TASKS_FILE, load_tasks
+from gem_core.envs.terminal.generator.guards import mark_guards, named_files
+from gem_core.envs.terminal.tasks import CHECK_TIMEOUT_S, TASKS_FILE, load_tasks
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -24,12 +26,28 @@ def bash(command: str) -> str:
     return f"```bash\n{command}\n```"
 
 
+def stubs(task: dict, body: str) -> str:
+    """A command leaving every file the checks read or run (but the inputs) as an executable ``body``."""
+    commands = ["true"]
+    for path in named_files(task["checks"]):
+        if path not in task["files"]:
+            quoted = shlex.quote(path)
+            commands.append(f'mkdir -p "$(dirname {quoted})" && printf %s {shlex.quote(body)} > {quoted}')
+            commands.append(f"chmod +x {quoted}")
+    return " && ".join(commands)
+
+
 def hacks(task: dict) -> dict[str, list[str]]:
-    """Empty or destructive episodes: (a) done at once, (b) everything removed, (c) other ways of
-    destroying or emptying the inputs (and then pretending with empty outputs)."""
+    """Empty, destructive or pretending episodes: (a) done at once, (b) everything removed, (c) other
+    ways of destroying or emptying the inputs (and then pretending with empty outputs), (d) stubs of
+    every file the checks read or run: empty, looping or sleeping executables."""
     inputs = " ".join(shlex.quote(path) for path in task["files"]) or "nothing-here"
     dirs = sorted({str(Path(p).parent) for p in task["files"]} - {"."})
     return {
+        "empty executable stubs": [stubs(task, "")],
+        "looping stubs": [stubs(task, "#!/bin/sh\nwhile :; do :; done\n")],
+        "sleeping stubs": [stubs(task, "#!/bin/sh\nsleep 100\n")],
+        "stubs in an emptied workspace": ["rm -rf ./* .[!.]*", stubs(task, "")],
         "done at once": [],
         "rm -rf everything": ["rm -rf ./* .[!.]*"],
         "rm -rf * only": ["rm -rf *"],
@@ -85,6 +103,19 @@ def test_guards_earn_nothing_alone(env):
     ]
 
 
+def test_a_hostile_script_is_worth_nothing_and_stopped_at_each_checks_deadline(env):
+    """GreetingScript: an executable greet.sh that sleeps passes only the guard ``test -x`` (0), and
+    each check that runs it is stopped at its own deadline instead of 10 s each."""
+    env.task_name = "GreetingScript"
+    env.reset(seed=0)
+    env.step(bash("printf '#!/bin/sh\\nsleep 100\\n' > greet.sh && chmod +x greet.sh"))
+    _, reward, terminated, _, info = env.step("<done/>")
+    assert terminated and reward == 0.0
+    guard, *runs = info["checks"]
+    assert guard["passed"] and guard["guard"]
+    assert [c["detail"] for c in runs] == [f"timed out after {CHECK_TIMEOUT_S:g} s"] * 2, runs
+
+
 def test_tasks_json_is_what_the_generator_makes(tmp_path):
     """The shipped tasks (with their guards) are the generator's output, byte for byte: run
     ``python -m gem_core.envs.terminal.generator`` after a change."""
@@ -102,3 +133,10 @@ def test_a_task_that_pays_without_being_done_is_refused():
     }
     with pytest.raises(ValueError, match="task Nothing: every check passes without doing the task"):
         mark_guards(task)
+    stubbed = {
+        "name": "Stubbed",
+        "files": {},
+        "checks": [{"type": "command", "cmd": "test -x run.sh"}, {"type": "file_exists", "path": "out.txt"}],
+    }
+    with pytest.raises(ValueError, match="task Stubbed: every check passes"):
+        mark_guards(stubbed)

@@ -281,7 +281,7 @@ def test_a_forged_status_earns_no_tool_success_reward():
             _, reward, _, _, info = env.step(f"<python>{FORGE}{crash}</python>")
             assert reward <= 0.0 and not info["tool_ok"], (reward, info)
         _, reward, _, _, info = env.step("<python>print(1)</python>")
-        assert reward == 0.25 and info["tool_ok"]
+        assert info["tool_ok"] and info["tool_bonus_pending"] == 0.25  # paid if the game is won
     finally:
         env.close()
 
@@ -389,9 +389,52 @@ def test_proc_shows_only_the_call_and_no_host_path_or_configuration(pool):
     template = str(launcher.TEMPLATE)
     for secret in (template, "gem_core", "drop_uid", "--ro-bind", "--cap-add", "bwrap"):
         assert secret not in text, secret
-    # The directories above the interpreter's are traversable, never listable.
+    # The project is not there at all (the interpreter shows at /opt/python).
     r = timed(pool, f"import os\nos.listdir({str(PROJECT)!r})")
-    assert not r.ok and "PermissionError" in r.stderr
+    assert not r.ok and "FileNotFoundError" in r.stderr
+
+
+HOST_VIEWS = r"""
+import importlib.metadata, json, os, sys, sysconfig
+views = {}
+for name in ("mountinfo", "mounts", "mountstats", "maps", "cmdline", "environ", "status", "cwd"):
+    try:
+        path = f"/proc/self/{name}"
+        views[name] = os.readlink(path) if name == "cwd" else open(path, errors="replace").read()
+    except OSError as exc:
+        views[name] = repr(exc)
+views["sys"] = repr([sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, sys.path,
+                     sys.orig_argv, getattr(sys, "_base_executable", ""), sys.meta_path, sys.path_hooks])
+views["sysconfig"] = json.dumps([sysconfig.get_config_vars(), sysconfig.get_paths()], default=str)
+views["modules"] = repr(sorted(str(getattr(m, "__file__", "")) for m in list(sys.modules.values())))
+views["listing"] = repr([os.listdir(d) for d in ("/", "/opt", "/opt/venv")])
+views["metadata"] = repr([(d.metadata["Name"], d.read_text("direct_url.json"))
+                          for d in importlib.metadata.distributions()])
+print(json.dumps(views))
+"""
+
+
+def test_no_host_path_shows_inside():
+    """Issue 43: /proc/self/mountinfo showed the virtual environment's and the interpreter's host paths.
+    Now no view a call has names a host directory of the installation or of the project: not the mount
+    table, nor the process's maps, command line and environment, nor the interpreter's state
+    (``sys``, its build configuration in ``sysconfig``, module files) nor the installed packages'
+    records (an editable install's source directory)."""
+    import json
+    import sys
+
+    host = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    host |= {str(PROJECT), sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    with SandboxPool(size=1, limits=SandboxLimits(timeout=30, memory_mb=1024, max_output=1 << 22)) as p:
+        assert p.isolation["mount_sources_hidden"]
+        r = p.run(HOST_VIEWS)
+        assert r.ok, r
+        assert p.run("import numpy\nprint(numpy.__file__)").stdout.startswith(launcher.SANDBOX_VENV)
+    views = json.loads(r.stdout)
+    assert "overlay" in views["mountinfo"] and views["sys"].startswith(repr([launcher.SANDBOX_PYTHON])[:-2])
+    for name, text in views.items():
+        for path in host:
+            assert path not in text, (name, path)
 
 
 def test_the_exit_grace_goes_only_to_a_process_the_kernel_is_ending():

@@ -69,18 +69,19 @@ def test_math_env_solved_with_the_python_sandbox(python_tool):
     obs, reward, terminated, truncated, info = env.step(
         f"I will compute it.\n<python>print({a} * {b})</python>"
     )
-    assert obs == f"Code execution result:\n{int(a) * int(b)}\n"
+    assert obs == f"Code execution result:\n```\n{int(a) * int(b)}\n```\n"
     assert (reward, terminated, truncated) == (0.0, False, False)
     assert info == {
         "tool_uses": 1,
         "tool_successes": 1,
         "tool_errors": 0,
+        "tool_bonus_pending": 0.0,
         "use_tool": True,
         "tool": "python",
         "tool_ok": True,
     }
     assert env.unwrapped.done is False  # the inner env was not stepped
-    answer = obs.split("\n")[1]
+    answer = obs.split("\n")[2]
     obs, reward, terminated, truncated, info = env.step(f"The product is \\boxed{{{answer}}}")
     assert (obs, reward, terminated) == ("Correct!", 1.0, True)
     assert info["success"] and info["tool_uses"] == 1 and info["use_tool"] is False
@@ -91,7 +92,7 @@ def test_a_game_with_a_tool(python_tool):
     obs, _ = env.reset(seed=0)
     assert "Guess The Number" in obs and "Code execution result" in obs
     obs, reward, terminated, _, info = env.step("<python>print((1 + 10) // 2)</python>")
-    assert obs.startswith("Code execution result:\n5") and info["tool_ok"]
+    assert obs.startswith("Code execution result:\n```\n5") and info["tool_ok"]
     assert env.unwrapped.turn == 0  # a tool call costs no game turn
     obs, reward, terminated, _, info = env.step("\\boxed{5}")
     assert env.unwrapped.turn == 1 and info["tool_uses"] == 1 and not info["use_tool"]
@@ -111,14 +112,49 @@ def test_max_tool_uses_then_answer_directly(python_tool):
 
 
 def test_rewards_and_penalties(python_tool):
+    """A working call's bonus is held back and paid with a solved task (at most one call's worth); a
+    failed call's penalty is paid at once."""
     env = ToolEnvWrapper(
         product_env(), [python_tool], tool_reward=0.05, tool_success_reward=0.1, tool_error_penalty=0.2
     )
     env.reset(seed=0)
-    _, reward, *_ = env.step("<python>print('fine')</python>")
-    assert reward == pytest.approx(0.15)
+    _, reward, _, _, info = env.step("<python>print('fine')</python>")
+    assert reward == 0.0 and info["tool_bonus_pending"] == pytest.approx(0.15)
     _, reward, _, _, info = env.step("<python>raise SystemExit(2)</python>")
     assert reward == pytest.approx(-0.15) and info["tool_errors"] == 1 and info["tool_ok"] is False
+    _, reward, _, _, info = env.step("<python>print('again')</python>")
+    assert reward == 0.0 and info["tool_bonus_pending"] == pytest.approx(0.3)
+    _, reward, terminated, _, info = env.step(f"\\boxed{{{env.unwrapped.answer}}}")
+    assert terminated and reward == pytest.approx(1.0 + 0.15) and info["tool_bonus"] == pytest.approx(0.15)
+
+
+@pytest.mark.parametrize("max_tool_uses", [12, None])
+@pytest.mark.parametrize("ending", ["wrong answer", "no answer", "game lost", "still going"])
+def test_tool_rewards_cannot_be_farmed(max_tool_uses, ending):
+    """Issue 43: twelve working calls used to earn 0.8 (and any number with ``max_tool_uses=None``)
+    without touching the task. Now an episode that does not solve its task ends with a return of at
+    most 0 from tools, however it ends (or while it goes on), and a solved one gains at most one
+    call's worth, however many calls it pads itself with."""
+    inner = gem_core.make("game:GuessTheNumber-v1-easy") if ending == "game lost" else product_env()
+    env = ToolEnvWrapper(
+        inner, [CountingTool()], tool_reward=0.05, tool_success_reward=0.25, max_tool_uses=max_tool_uses
+    )
+    env.reset(seed=0)
+    from_tools = sum(env.step("<count>")[1] for _ in range(12 if max_tool_uses else 200))
+    info = {"tool_bonus": 0.0}
+    if ending == "wrong answer":
+        *_, info = env.step("\\boxed{-1}")
+    elif ending == "no answer":
+        *_, info = env.step("I give up.")
+    elif ending == "game lost":
+        while not env.episode_over:
+            *_, info = env.step("\\boxed{1}" if env.unwrapped.target != 1 else "\\boxed{2}")
+    assert from_tools + info["tool_bonus"] <= 0.0 and info["tool_bonus"] == 0.0
+    solved = ToolEnvWrapper(product_env(), [CountingTool()], tool_reward=0.05, tool_success_reward=0.25)
+    solved.reset(seed=0)
+    padded = sum(solved.step("<count>")[1] for _ in range(10))
+    padded += solved.step(f"\\boxed{{{solved.unwrapped.answer}}}")[1]
+    assert padded == pytest.approx(1.0 + 0.3)
 
 
 class ExplodingTool(Tool):
@@ -246,7 +282,8 @@ def test_no_tool_runs_outside_an_episode():
     with pytest.raises(EpisodeOverError):
         env.step("<count>")  # before the first reset
     env.reset(seed=0)
-    assert env.step("<count>")[:2] == ("counted", 0.25)
+    obs, reward, *_, info = env.step("<count>")
+    assert (obs, reward, info["tool_bonus_pending"]) == ("counted", 0.0, 0.25)
     *_, terminated, _, _ = env.step("\\boxed{0}")
     assert terminated and env.episode_over
     parsed, executed = tool.parsed, tool.executed

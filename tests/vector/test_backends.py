@@ -270,6 +270,44 @@ def test_results_that_came_back_before_a_worker_died_are_kept(backend, build):
     assert infos[1]["autoreset"] and [infos[i]["t"] for i in (0, 2, 3)] == [2, 2, 2]
 
 
+def reference_run(fns, action_batches):
+    """What each env returns for the same actions when nothing crashes (the sync backend)."""
+    vec = BACKENDS["sync"](fns)
+    try:
+        vec.reset(seed=0)
+        return [vec.step(actions) for actions in action_batches]
+    finally:
+        vec.close()
+
+
+@pytest.mark.parametrize("backend", REMOTE, indirect=True)
+@pytest.mark.parametrize("crashers", [[1], [1, 6]], ids=["one-crash", "two-crashes"])
+def test_a_crash_mid_batch_costs_only_the_crashing_envs_episode(backend, build, crashers):
+    """Issue 43: envs that share a worker with an env that kills it, and are in the middle of their own
+    steps when it does, keep their episodes: they are restored from their snapshots in the new worker
+    and their steps run again, giving what they would have given without the crash."""
+    healthy = functools.partial(FaultyEnv, length=6, sleep=0.3)
+    fns = [healthy] * 8
+    for i in crashers:
+        fns[i] = functools.partial(FaultyEnv, length=6, exit_on_step=2, exit_delay=0.05)
+    vec = build(fns, num_workers=1, step_timeout=10)
+    vec.reset(seed=0)
+    batches = [["x"] * 8, ["y"] * 8]  # never the hidden digit: no episode ends on its own
+    vec.step(batches[0])
+    obs, rew, term, trunc, infos = vec.step(batches[1])  # the crashers die while the others sleep
+    for i in crashers:
+        assert "died" in infos[i]["error"] and trunc[i] and not term[i], infos[i]
+    survivors = [i for i in range(8) if i not in crashers]
+    assert not any("error" in infos[i] for i in survivors), infos
+    assert [infos[i]["t"] for i in survivors] == [2] * len(survivors)
+    expected = reference_run([functools.partial(FaultyEnv, length=6)] * 8, batches)[-1]
+    assert [obs[i] for i in survivors] == [expected[0][i] for i in survivors]
+    assert [rew[i] for i in survivors] == [expected[1][i] for i in survivors]
+    obs, rew, term, trunc, infos = vec.step(["x"] * 8)  # the crashers start over, the others go on
+    assert all(infos[i]["autoreset"] for i in crashers)
+    assert [infos[i]["t"] for i in survivors] == [3] * len(survivors)
+
+
 @pytest.mark.parametrize("backend", ["processes"], indirect=True)
 @pytest.mark.parametrize("keep_states", [True, False])
 def test_an_env_without_a_snapshot_reports_its_lost_episode_at_its_next_step(backend, build, keep_states):

@@ -116,13 +116,20 @@ for path in sorted(locked, key=len, reverse=True):  # children before their dire
 sys.stdout.write(base64.b64encode(buffer.getvalue()).decode())
 """
 
+# Members must stay below the workspace (no absolute name, no ".."): checked on the names, in linear
+# time. (tarfile's "tar" filter resolves every member's real path, quadratic in the depth: 24 s for a
+# directory 1100 levels deep.) Links may point anywhere: this runs inside the sandbox, as the agent.
 _RESTORE = """
 import base64, io, sys, tarfile
 with tarfile.open(fileobj=io.BytesIO(base64.b64decode(sys.stdin.read())), mode="r:gz") as tar:
-    if hasattr(tarfile, "tar_filter"):
-        tar.extractall(".", filter="tar")
-    else:  # a Python without extraction filters (< 3.10.12); it runs inside the sandbox all the same
-        tar.extractall(".")
+    members = tar.getmembers()
+    for member in members:
+        if member.name.startswith("/") or ".." in member.name.split("/"):
+            raise ValueError(f"{member.name!r} is outside the workspace")
+    if hasattr(tarfile, "fully_trusted_filter"):
+        tar.extractall(".", members=members, filter="fully_trusted")
+    else:  # a Python without extraction filters (< 3.10.12)
+        tar.extractall(".", members=members)
 """
 
 LOST = "the sandbox was restarted and the workspace lost; reset the env to start again"

@@ -41,6 +41,7 @@ from gem_core.core import Env, StepResult
 from gem_core.envs.terminal.backend import SandboxBackend, TerminalBackend
 from gem_core.envs.terminal.tasks import TASKS_FILE, grade, load_tasks
 from gem_core.parsing import extract_boxed, preview
+from gem_core.tools.base import fence
 from gem_core.tools.sandbox import ExecResult, SandboxLimits
 
 FORMAT_PENALTY = -0.1
@@ -182,20 +183,23 @@ class TerminalEnv(Env[str]):
         return feedback, float(reward), done, truncated, info
 
     def _describe(self, result: ExecResult) -> str:
+        """The command's status first, then its stdout and stderr each in a fence it cannot close
+        (``gem_core.tools.base.fence``, control characters escaped): no output can pass for a status."""
         if result.error is not None:
             return f"[the command could not run: {result.error}]"
         lines = []
         if result.truncated:
             lines.append("[the command printed too much and was stopped]")
         elif result.timed_out:
-            lines.append(f"[timed out after {self.command_timeout:g} s: the command was killed]")
+            limit = self.command_timeout if result.time_limit_s is None else result.time_limit_s
+            lines.append(f"[timed out after {limit:.3g} s: the command was killed]")
         elif result.signal is not None:
             lines.append(f"[killed by {result.signal}]")
         else:
             lines.append(f"exit code: {result.exit_code}")
         for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
             if text:
-                lines.append(f"--- {name} ---\n{clip(text, self.max_output_chars).rstrip(chr(10))}")
+                lines.append(f"--- {name} ---\n{fence(clip(text, self.max_output_chars))}")
         if not result.stdout and not result.stderr:
             lines.append("(no output)")
         return "\n".join(lines)

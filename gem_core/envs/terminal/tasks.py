@@ -18,12 +18,18 @@ the empty workspace, weighted ``checks`` and a reference ``solution`` (shell com
 Every check has a ``weight`` (default 1); the score is the weighted fraction of checks that pass,
 except that *guards* earn nothing on their own. A guard (``"guard": true``, marked by the generator)
 is a check that a degenerate workspace already passes: the untouched one (the agent did nothing), an
-emptied one (``rm -rf ./* .[!.]*``) or one with every input truncated; e.g. "part1.txt is gone" in a
-task that asks to merge the parts and delete them. Guards say what must be kept or cleaned up, not
-progress, so the score is 0 unless at least one check that is not a guard passes: doing nothing, or
-destroying the inputs, scores 0 in every task.
+emptied one (``rm -rf ./* .[!.]*``), one with every input truncated, or one where every file the
+checks read or run exists but is an empty executable (a stub: ``touch greet.sh; chmod +x greet.sh``);
+e.g. "part1.txt is gone" in a task that asks to merge the parts and delete them, or "greet.sh is
+executable" in a task that asks for a script that greets. Guards say what must be kept, cleaned up or
+in place, not progress, so the score is 0 unless at least one check that is not a guard passes: doing
+nothing, destroying the inputs or leaving stubs (however they behave when run) scores 0 in every task.
+
 All checks of a task run in one script inside the task's backend (``TerminalBackend.run_python``),
-so the host never opens a file the agent made.
+so the host never opens a file the agent made. Each check has a deadline of its own
+(``CHECK_TIMEOUT_S``; a ``command`` check's process group is killed, a ``python`` check is interrupted)
+and fails when it passes it, and all of them together get ``GRADER_BUDGET_S``: a solution that loops or
+sleeps when run costs its grading a few seconds, never more.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ from gem_core.envs.terminal.backend import TerminalBackend
 TASKS_FILE = Path(__file__).resolve().parents[2] / "data" / "terminal" / "tasks.json"
 CHECK_TYPES = ("file_exists", "dir_exists", "file_absent", "file_equals", "file_regex", "command", "python")
 RESULT_MARKER = "__gem_terminal_checks__"
-GRADER_TIMEOUT_S = 30.0
+CHECK_TIMEOUT_S = 3.0  # per check; the checks of the shipped tasks take milliseconds
+GRADER_BUDGET_S = 15.0  # all the checks of a task together
+GRADER_TIMEOUT_S = GRADER_BUDGET_S + 5.0  # the grader's sandbox call (its start and its report included)
 
 
 @functools.cache
@@ -57,9 +65,17 @@ def load_tasks(path: str | Path = TASKS_FILE) -> list[dict[str, Any]]:
 
 
 # Runs inside the workspace (stdlib only); the checks arrive on stdin, the results leave as JSON.
-GRADER = """
-import contextlib, io, json, os, re, stat, subprocess, sys
+GRADER = (
+    """
+import contextlib, io, json, os, re, signal, stat, subprocess, sys, time
 MAX_BYTES = 1 << 20
+CHECK_TIMEOUT_S, BUDGET_S = @CHECK_TIMEOUT@, @BUDGET@
+
+class CheckTimeout(Exception):
+    pass
+
+def interrupt(signum, frame):
+    raise CheckTimeout()
 
 def read(path):
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the grader
@@ -76,7 +92,7 @@ def read(path):
     finally:
         os.close(fd)
 
-def run(check):
+def run(check, timeout):
     kind, path = check["type"], check.get("path", "")
     if kind == "file_exists":
         return os.path.isfile(path), "no such file"
@@ -97,7 +113,9 @@ def run(check):
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         try:
-            out = proc.communicate(timeout=10)[0].decode("utf-8", "replace")
+            out = proc.communicate(timeout=timeout)[0].decode("utf-8", "replace")
+        except subprocess.TimeoutExpired:
+            return False, f"timed out after {timeout:.3g} s"
         finally:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, 9)
@@ -109,20 +127,31 @@ def run(check):
             return False, "output does not match"
         return True, ""
     if kind == "python":
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            exec(compile(check["code"], "<check>", "exec"), {"__name__": "__check__"})
+        signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                exec(compile(check["code"], "<check>", "exec"), {"__name__": "__check__"})
+        except CheckTimeout:
+            return False, f"timed out after {timeout:.3g} s"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         return True, ""
     return False, f"unknown check type {kind!r}"
 
-results = []
+results, end = [], time.monotonic() + BUDGET_S
 for check in json.load(sys.stdin):
+    timeout = min(CHECK_TIMEOUT_S, end - time.monotonic())
     try:
-        passed, why = run(check)
+        passed, why = run(check, timeout) if timeout > 0 else (False, "no time left to run it")
     except BaseException as exc:
         passed, why = False, f"{type(exc).__name__}: {exc}"[:200]
     results.append({"passed": bool(passed), "detail": "" if passed else why})
 sys.stdout.write("\\n@MARKER@" + json.dumps(results) + "\\n")
 """.replace("@MARKER@", RESULT_MARKER)
+    .replace("@CHECK_TIMEOUT@", repr(CHECK_TIMEOUT_S))
+    .replace("@BUDGET@", repr(GRADER_BUDGET_S))
+)
 
 
 def grade(backend: TerminalBackend, checks: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]]]:

@@ -61,6 +61,7 @@ import os
 import resource
 import select
 import signal
+import site
 import stat
 import struct
 import sys
@@ -80,6 +81,9 @@ CHILD_ENV = {
 }
 SOURCE_NAME = "<python>"
 MQUEUE_DIR = "/opt/gem-sandbox/ipc/mqueue"  # bubblewrap mounts the worker's message queues there
+OVERLAY_STAGE = "/opt/gem-sandbox/stage"  # where an overlay is built before it moves into place
+OVERLAY_EMPTY = "/opt/gem-sandbox/empty"  # an overlay's second layer (overlayfs wants two or more)
+OVERLAY_PATCHES = "/opt/gem-sandbox/patches"  # the layers of files shown in place of the installation's
 EXIT_GRACE_S = 2.0  # past the wall-clock limit, for a process already exiting to be torn down
 WIPE_BUDGET_S = 1.0  # per call, for the fallback's directory wipe (what is left waits for later calls)
 # Caps of a call's own IPC namespace (per namespace in the kernel): no System V segment outlives its
@@ -119,7 +123,7 @@ def write_frame(fd: int, message: dict) -> None:
 # ---- the kernel, through libc -------------------------------------------------------------------
 CLONE_NEWNS, CLONE_NEWIPC = 0x00020000, 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
+MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x2000, 0x4000, 0x40000
 MNT_DETACH = 0x2
 PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
@@ -322,6 +326,58 @@ def private_mount_namespace() -> bool:
     return True
 
 
+def hide_mount_sources(paths: list[str], patches: dict[str, dict[str, str]]) -> bool:
+    """Remount each of ``paths`` (bubblewrap's bind mounts of the Python installation, whose host
+    source ``/proc/self/mountinfo`` would show) as a read-only overlay of itself with its layers named
+    relative to its parent (``lowerdir=python:gem-sandbox/empty``), then drop the bind: no host path is
+    left in the mount table. A path's ``patches`` (``{relative path: text}``) lie in a layer above it,
+    on a small tmpfs detached once the overlays hold it. False where overlays cannot be mounted (the
+    binds stay as they were)."""
+    if any(patches.values()):
+        size = sum(len(t.encode()) for files in patches.values() for t in files.values())
+        sys_mount(
+            "tmpfs", OVERLAY_PATCHES, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size + (1 << 20)},mode=0755"
+        )
+    hidden = True
+    for number, path in enumerate(paths):
+        parent, name = os.path.split(path)
+        layers = [name, os.path.relpath(OVERLAY_EMPTY, parent)]
+        if patches.get(path):
+            top = os.path.join(OVERLAY_PATCHES, str(number))
+            for relative, text in patches[path].items():
+                file = os.path.join(top, relative)
+                folder = os.path.dirname(file)
+                os.makedirs(folder, exist_ok=True)
+                while folder != OVERLAY_PATCHES:  # the top layer's modes are the merged directories'
+                    os.chmod(
+                        folder, os.stat(os.path.join(path, os.path.relpath(folder, top))).st_mode & 0o7777
+                    )
+                    folder = os.path.dirname(folder)
+                with open(file, "w", encoding="utf-8") as f:
+                    f.write(text)
+                os.chmod(file, 0o644)
+            layers = [os.path.relpath(top, parent), name]
+        try:
+            os.chdir(parent)
+            options = f"lowerdir={':'.join(layers)}"
+            sys_mount("overlay", OVERLAY_STAGE, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, options)
+        except OSError:
+            hidden = False
+            continue
+        finally:
+            os.chdir("/")
+        try:
+            sys_umount(path, MNT_DETACH)
+        except OSError:
+            sys_umount(OVERLAY_STAGE, MNT_DETACH)
+            hidden = False
+            continue
+        sys_mount(OVERLAY_STAGE, path, None, MS_MOVE, None)
+    if any(patches.values()):
+        sys_umount(OVERLAY_PATCHES, MNT_DETACH)
+    return hidden
+
+
 class Scratch:
     """A call's private file space where the template may mount: a fresh tmpfs (size- and
     inode-limited, owned by the call's uid) as its working directory and another at /dev/shm, mounted
@@ -401,7 +457,7 @@ def run_child(
         if config["seccomp"] and not config["seccomp"]():
             raise RuntimeError("could not install the seccomp filter")
         os.environ.clear()
-        os.environ.update(CHILD_ENV, HOME=cwd, TMPDIR=workdir, PWD=cwd)
+        os.environ.update(CHILD_ENV, **config.get("child_env", {}), HOME=cwd, TMPDIR=workdir, PWD=cwd)
         sys.argv = [SOURCE_NAME]
     except BaseException as exc:  # the sandbox could not be set up: never run any code
         os.write(2, f"sandbox setup failed: {exc!r}\n".encode())
@@ -931,6 +987,15 @@ def serve() -> None:
     except (OSError, ValueError):
         config["cap_last"] = 40
     config["template_mounts"] = private_mount_namespace()
+    config["paths_hidden"] = False
+    if config["template_mounts"] and config.get("hide"):
+        with contextlib.suppress(OSError):  # e.g. no room for the patches: the binds stay as they were
+            config["paths_hidden"] = hide_mount_sources(config["hide"], config.get("patches", {}))
+    if config.get("python_path"):  # the host's sys.path, as this sandbox shows it
+        sys.path[:] = config["python_path"]
+        for site_dir in config.get("site_dirs", []):  # its .pth files, as the host's site did
+            site.addsitedir(site_dir)
+    config.pop("patches", None)
     if LIBC is not None:  # no process of this sandbox ever gains a capability again (through exec)
         drop_bounding_set(config["cap_last"])
     os.makedirs(config["work_root"], mode=0o711, exist_ok=True)
@@ -963,6 +1028,7 @@ def serve() -> None:
             "drop_uid": config["drop_uid"],
             "preloaded": preloaded,
             "call_namespaces": {"ipc": config["call_ipc"], "tmpfs": config["template_mounts"]},
+            "mount_sources_hidden": config["paths_hidden"],
         },
     )
     while True:
