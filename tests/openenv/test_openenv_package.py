@@ -5,6 +5,7 @@ names the field a broken manifest gets wrong; ``GemEnv`` (the typed client) play
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -164,3 +165,22 @@ def test_openenv_validate_passes_a_running_gem_serve(guess_server):
     report = validate_running_environment(guess_server.url, timeout_s=30)
     failed = [c for c in report["criteria"] if not c["passed"]]
     assert report["passed"] and not failed, failed
+
+
+def test_the_hub_app_serves_the_env_named_in_gem_env(monkeypatch):
+    from fastapi.testclient import TestClient
+
+    monkeypatch.setenv("GEM_ENV", GUESS)
+    spec = importlib.util.spec_from_file_location("gem_env_hub_app", HUB / "server" / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected = local_episode(3)
+    with TestClient(module.app) as client:
+        assert client.get("/health").json() == {"status": "healthy"}
+        assert client.get("/metadata").json()["name"] == GUESS
+        with client.websocket_connect("/ws") as ws:
+            ws.send_json({"type": "reset", "data": {"seed": 3}})
+            assert ws.receive_json()["data"]["observation"]["text"] == expected[0]
+            ws.send_json({"type": "step", "data": {"action": ACTIONS[0]}})
+            reply = ws.receive_json()["data"]
+            assert (reply["observation"]["text"], reply["reward"]) == expected[1][:2]
