@@ -212,16 +212,21 @@ class ProtocolGuard:
         return checked
 
     def _capacity_send(self, receive: Callable, send: Callable) -> Callable:
-        refused: dict[str, Any] = {}
+        """openenv refuses a connection past capacity with its first frame, a CAPACITY_REACHED error,
+        then closes: that close becomes ``_refuse_capacity``. Only the first frame is looked at."""
+        state: dict[str, Any] = {"first": True, "refused": None}
 
         async def capacity_send(message: dict) -> None:
-            if message["type"] == "websocket.send" and not refused:
-                with contextlib.suppress(ValueError, TypeError, AttributeError):
-                    data = json.loads(message.get("text") or "null")["data"]
-                    if data.get("code") == "CAPACITY_REACHED":
-                        refused.update(data)
-            if message["type"] == "websocket.close" and refused:
-                await self._refuse_capacity(receive, send, refused)
+            if message["type"] == "websocket.send" and state["first"]:
+                state["first"] = False
+                text = message.get("text") or ""
+                if text.startswith('{"type":"error"'):
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        data = json.loads(text)["data"]
+                        if data.get("code") == "CAPACITY_REACHED":
+                            state["refused"] = data
+            if message["type"] == "websocket.close" and state["refused"]:
+                await self._refuse_capacity(receive, send, state["refused"])
                 return
             await send(message)
 
