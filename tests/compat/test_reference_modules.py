@@ -39,12 +39,11 @@ def test_episode_tracking_wrapper_gives_the_references_info(reference_gem, env_i
     from gem_core.wrappers.episode_tracking_wrapper import EpisodeTrackingWrapper
     from gem_core.wrappers.wrapper_factory import WRAPPER_FACTORY
 
-    ref = Reference(reference_gem.make(env_id))
     for ours in (
         EpisodeTrackingWrapper(make_ours(env_id)),
         WRAPPER_FACTORY["episode_tracking"](make_ours(env_id)),
     ):
-        rng = random.Random(0)
+        ref, rng = Reference(reference_gem.make(env_id)), random.Random(0)
         for seed in range(3):
             expected, got = reset_both(ref, ours, seed)
             assert picked(got[1], TRACKED_KEYS) == picked(expected[1], TRACKED_KEYS)

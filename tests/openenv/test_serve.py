@@ -275,17 +275,19 @@ def test_every_connection_past_max_sessions_is_told_capacity_reached():
         for i, ws in enumerate(held):
             assert ws_request(ws, {"type": "reset", "data": {"seed": i}})["type"] == "observation"
 
-        def refused(sends_first: bool) -> tuple[str, int, str]:
+        def refused(sends_first: bool) -> tuple[str, str, int, str]:
+            """The refusal sent as the connection opens, the reply to the client's first message, and
+            the close; a client that sends before it reads gets the same."""
             with connect(server.ws_url) as ws:
-                if sends_first:  # a client that sends before it reads gets the refusal as its reply
+                if sends_first:
                     ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
-                code = json.loads(ws.recv(timeout=30))["data"]["code"]
+                opening = json.loads(ws.recv(timeout=30))["data"]["code"]
                 if not sends_first:
                     ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
-                    assert json.loads(ws.recv(timeout=30))["data"]["code"] == code
+                reply = json.loads(ws.recv(timeout=30))["data"]["code"]
                 with pytest.raises(ConnectionClosed) as closed:
                     ws.recv(timeout=30)
-                return code, closed.value.rcvd.code, closed.value.rcvd.reason
+                return opening, reply, closed.value.rcvd.code, closed.value.rcvd.reason
 
         results: list = []
         threads = [
@@ -297,8 +299,9 @@ def test_every_connection_past_max_sessions_is_told_capacity_reached():
         for thread in threads:
             thread.join(60)
         assert len(results) == 12
-        for code, close_code, reason in results:
-            assert code == "CAPACITY_REACHED" and close_code == 1013 and reason.startswith("CAPACITY_REACHED")
+        for opening, reply, close_code, reason in results:
+            assert opening == reply == "CAPACITY_REACHED"
+            assert close_code == 1013 and reason.startswith("CAPACITY_REACHED") and "2/2" in reason
         # openenv's own client and ours say so too.
         with (
             pytest.raises(RuntimeError, match="CAPACITY_REACHED"),
