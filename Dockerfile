@@ -1,6 +1,8 @@
 # gem serve in a container: one gem_core env id as an OpenEnv server (WebSocket sessions at /ws,
-# health at /health), for `docker run`, openenv-core's `EnvClient.from_docker_image(...)`, or a Hugging
-# Face Space (Docker SDK; set `app_port: 8000` in the Space's README front matter).
+# health at /health), built from this checkout, for `docker run`, openenv's
+# `GemEnv.from_docker_image(...)` / `GenericEnvClient.from_docker_image(...)`, or a Hugging Face Space
+# (Docker SDK, app_port 8000; it runs as uid 1000, as Spaces do). `hub/` is the same server as an
+# OpenEnv package (openenv.yaml, AutoEnv discovery, `openenv push`).
 #
 #   docker build -t gem-serve .
 #   docker run --rm -p 8000:8000 gem-serve                                   # game:GuessTheNumber-v0
@@ -22,7 +24,7 @@ COPY gem_core ./gem_core
 COPY gem_adapters ./gem_adapters
 RUN pip install --no-cache-dir ".[openenv]"
 
-RUN useradd --create-home gem
+RUN useradd --create-home --uid 1000 gem
 USER gem
 
 ENV GEM_ENV=game:GuessTheNumber-v0 \

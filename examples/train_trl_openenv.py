@@ -4,7 +4,7 @@ Two ways to train a GEM env that runs behind an OpenEnv server (``gem serve ENV_
 
 * ``--path trl`` (default): TRL's OpenEnv integration, exactly as TRL's documentation writes it. The
   trainer builds one environment object per rollout (``environment_factory``), each holding an
-  openenv-core client session; the model plays by calling the object's tool method (``play``), TRL runs
+  openenv client session; the model plays by calling the object's tool method (``play``), TRL runs
   the multi-turn tool-calling loop itself, and the environment's ``get_reward()`` (the episode's summed
   reward) scores the whole rollout: one scalar per completion, one GRPO advantage for all its tokens.
 * ``--path gem``: our ``rollout_func`` path (``gem_adapters.trl.GEMGRPOTrainer``) on the env id
@@ -186,7 +186,7 @@ def gem_server(env_id: str, max_sessions: int) -> Iterator[str]:
 # ---- TRL's environment_factory path ---------------------------------------------------------------
 class GemGame:
     """What TRL builds once per rollout (``functools.partial(GemGame, url)`` is the factory): an
-    openenv-core client session on ``url`` with one tool, ``play``, and the episode's reward in
+    openenv client session on ``url`` with one tool, ``play``, and the episode's reward in
     ``get_reward`` (TRL's contract, see its OpenEnv guide)."""
 
     def __init__(self, url: str):

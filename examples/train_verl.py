@@ -90,7 +90,10 @@ class Args:
     # the algorithm
     estimator: str = field(
         default="gem_rebn",
-        metadata={"help": "gem_rebn | gem_grpo | gem_dr_grpo | gem_rloo | gem_reinforce (or verl's own)."},
+        metadata={
+            "help": "gem_rebn | gem_grpo | gem_dr_grpo | gem_rloo | gem_reinforce, a plugin's gem_<name>, or "
+            "verl's own (gae needs a critic); an unknown name is refused with the registered list."
+        },
     )
     gamma: float = field(default=0.9, metadata={"help": "Discount of per-turn rewards."})
     episodes_per_task: int = field(
@@ -247,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     from gem_adapters.models import resolve
 
     args, extra = parse_args(argv)
+    check_estimator(args.estimator)
     paths = write_inputs(args)
     model_path = build_tiny_model(paths["out"]) if args.model == TINY else resolve(args.model)
     command = [
@@ -258,6 +262,24 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(shlex.join(command), flush=True)
     return 0 if args.dry_run else subprocess.call(command, env=launch_env(args.device))
+
+
+def check_estimator(name: str) -> None:
+    """Exit with the list of registered estimators when verl would not know ``name`` (its registry, with the
+    gem_* estimators of gem_adapters.advantages and of installed plugins), before anything is written."""
+    from verl.trainer.ppo import core_algos
+
+    from gem_adapters.verl.estimators import register_estimators
+
+    register_estimators()
+    known = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)
+    if name not in known:
+        known_list = ", ".join(known)
+        print(
+            f"train_verl.py: error: unknown --estimator {name!r}; the registered estimators: {known_list}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
 
 
 def launch_env(device: str) -> dict[str, str]:

@@ -89,6 +89,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except EvalError as exc:
         raise UserError(str(exc)) from None
     print(text_table(*table_rows(result.metrics, config.k)))
+    for env_id, why in result.metrics["skipped"].items():
+        print(f"skipped {env_id}: {why}")
     print(f"\nreport: {result.files['report']}")
     print(f"trajectories: {result.files['trajectories']}")
     return 0

@@ -8,7 +8,7 @@
 ``gem list`` shows the envs of installed plugins too (the ``gem_core.envs`` entry point group, see
 ``gem_core.registry``).
 
-``list``, ``play`` and ``serve`` are gem_core's (``serve`` imports openenv-core: ``pip install
+``list``, ``play`` and ``serve`` are gem_core's (``serve`` imports openenv: ``pip install
 'gem-core[openenv]'``). Other packages add commands through the ``gem_core.cli`` entry point group:
 each entry is a function ``add_command(subparsers)`` that adds its parser with ``set_defaults(func=...)``
 (``func(args) -> exit status``); ``gem_adapters.eval_cli`` adds ``eval`` that way, so gem_core imports
@@ -84,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from gem_core.openenv.server import run_cli
     except ImportError as exc:
-        raise UserError(f"gem serve needs openenv-core (pip install 'gem-core[openenv]'): {exc}") from None
+        raise UserError(f"gem serve needs openenv (pip install 'gem-core[openenv]'): {exc}") from None
     try:
         env_kwargs = json.loads(args.env_kwargs) if args.env_kwargs else {}
     except json.JSONDecodeError as exc:

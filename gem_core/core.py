@@ -330,3 +330,7 @@ class Wrapper(Env[Obs]):
 
     def __str__(self) -> str:
         return f"<{type(self).__name__}{self.env}>"
+
+
+# The reference gem's name for the wrapper base class (gem.core.EnvWrapper).
+EnvWrapper = Wrapper

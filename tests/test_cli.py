@@ -142,29 +142,86 @@ def test_eval_rerun_is_identical_for_random(tmp_path):
 
 def test_eval_solver_plays_the_drawn_game_and_refuses_an_env_without_a_solver(tmp_path, capsys):
     out, drawn = tmp_path / "drawn", "game:TowerOfHanoi-v1-random"  # easy or hard, drawn per episode
-    assert (
-        main(
-            [
-                "eval",
-                "--model",
-                "solver",
-                "--env",
-                drawn,
-                "--episodes",
-                "4",
-                "--no-progress",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    assert metrics_of(out)["envs"][drawn]["success_rate"] == 1.0
+    args = [
+        "eval",
+        "--model",
+        "solver",
+        "--env",
+        drawn,
+        "--episodes",
+        "4",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 0
+    assert metrics_of(out)["envs"][drawn]["success_rate"] == 1.0 and metrics_of(out)["skipped"] == {}
     reference = "game:GuessTheNumber-v0-easy"  # the reference GEM's game: no solver
     args = ["eval", "--model", "solver", "--env", reference, "--no-progress", "--out", str(tmp_path / "ref")]
-    assert main(args) == 2
-    assert f"gem: error: {reference} has no scripted solver" in capsys.readouterr().err
+    assert main(args) == 2  # nothing left to play
+    err = capsys.readouterr().err
+    assert "gem: error: no env to play" in err and f"{reference}: it has no scripted solver" in err
     assert not (tmp_path / "ref").exists()
+
+
+def test_eval_solver_skips_the_envs_without_a_solver_with_a_warning_and_reports_them(tmp_path):
+    out = tmp_path / "mixed"
+    no_solver = ["math:Arithmetic-v0", "game:Wordle-v0-easy"]
+    envs = ",".join([GUESS, no_solver[0], HANOI, no_solver[1]])
+    proc = gem(
+        "eval", "--model", "solver", "--env", envs, "--episodes", "3", "--no-progress", "--out", str(out)
+    )
+    assert proc.returncode == 0, proc.stderr
+    for env_id in no_solver:
+        assert f"skipping {env_id}: it has no scripted solver" in proc.stderr
+        assert f"skipped {env_id}: it has no scripted solver" in proc.stdout
+    metrics = metrics_of(out)
+    assert set(metrics["envs"]) == {GUESS, HANOI}
+    assert all(metrics["envs"][e]["success_rate"] == 1.0 for e in (GUESS, HANOI))
+    assert set(metrics["skipped"]) == set(no_solver)
+    assert metrics["config"]["env_ids"] == [GUESS, HANOI]
+    report = (out / "report.md").read_text()
+    assert "## Skipped" in report and all(
+        f"`{env_id}`: it has no scripted solver" in report for env_id in no_solver
+    )
+    assert {e.env_id for e in read_jsonl(out / "trajectories.jsonl")} == {GUESS, HANOI}
+
+
+def test_eval_reports_invalid_moves_in_its_table_report_and_metrics(tmp_path):
+    out, envs = tmp_path / "invalid", ["game:FifteenPuzzle-v1-easy", "game:Sudoku-v1-easy", GUESS]
+    proc = gem(
+        "eval",
+        "--model",
+        "random",
+        "--env",
+        ",".join(envs),
+        "--episodes",
+        "4",
+        "--no-progress",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    metrics = metrics_of(out)
+    episodes = read_jsonl(out / "trajectories.jsonl")
+    for env_id in envs:
+        turns = [t for e in episodes if e.env_id == env_id for t in e.turns]
+        expected = sum(bool(t.info.get("invalid_move")) for t in turns) / len(turns)
+        assert metrics["envs"][env_id]["invalid_move_rate"] == pytest.approx(expected)
+    assert metrics["envs"]["game:Sudoku-v1-easy"]["invalid_move_rate"] > 0  # random fills given cells
+    assert metrics["overall"]["invalid_move_rate"] == pytest.approx(
+        sum(metrics["envs"][e]["invalid_move_rate"] for e in envs) / len(envs)
+    )
+    sudoku = f"{metrics['envs']['game:Sudoku-v1-easy']['invalid_move_rate']:.1%}"
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("env "))
+    assert "invalid moves" in header
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("game:Sudoku-v1-easy"))
+    assert sudoku in row.split()
+    report = (out / "report.md").read_text()
+    assert "| invalid moves |" in report and "invalid_move" in report
+    assert any(
+        line.startswith("| game:Sudoku-v1-easy |") and f" {sudoku} " in line for line in report.splitlines()
+    )
 
 
 def test_eval_with_python_tool_wraps_the_env(tmp_path):

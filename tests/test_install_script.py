@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "install.sh"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -75,3 +77,56 @@ def test_rerunning_on_an_installed_venv_installs_nothing(tmp_path):
         timeout=120,
     ).stdout
     assert "torch" not in installed  # nothing was installed
+
+
+FAKE_VENV_PYTHON = """#!/bin/sh
+echo "$*" >> "$(dirname "$0")/calls.log"
+if [ "$1 $2 $3" = "-m pip show" ]; then
+  [ -f "$(dirname "$0")/openenv-core-installed" ]; exit $?
+fi
+case "$1 $2" in -c*find_spec*) exit 1 ;; esac
+exit 0
+"""
+
+
+def fake_venv(tmp_path: Path, openenv_core_installed: bool) -> Path:
+    """A venv whose python logs every call (pip included) instead of running it."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    python = venv / "bin" / "python"
+    python.write_text(FAKE_VENV_PYTHON)
+    python.chmod(0o755)
+    if openenv_core_installed:
+        (venv / "bin" / "openenv-core-installed").write_text("")
+    return venv
+
+
+def pip_calls(venv: Path) -> list[str]:
+    return [c.removeprefix("-m pip ") for c in (venv / "bin" / "calls.log").read_text().splitlines()]
+
+
+def test_an_old_openenv_core_is_removed_before_openenv_is_installed(tmp_path):
+    venv = fake_venv(tmp_path, openenv_core_installed=True)
+    result = run_install(tmp_path, "openenv", GEM_VENV=str(venv))
+    assert result.returncode == 0, result.stderr
+    calls = pip_calls(venv)
+    removed = calls.index("uninstall -q -y openenv-core")
+    assert calls.index("uninstall -q -y openenv") == removed + 1  # its files were openenv's: reinstall
+    assert removed < calls.index("install -q -e .[openenv] torch==2.13.0")
+    assert not any("--no-deps openenv" in c for c in calls)
+
+
+@pytest.mark.parametrize(
+    ("extras", "pip_extras"),
+    [(["tools", "openenv"], "tools,openenv-deps"), (["test"], "test"), (["openenv"], "openenv")],
+)
+def test_openenv_goes_in_without_deps_beside_the_tools_extra(tmp_path, extras, pip_extras):
+    venv = fake_venv(tmp_path, openenv_core_installed=False)
+    result = run_install(tmp_path, *extras, GEM_VENV=str(venv))
+    assert result.returncode == 0, result.stderr
+    calls = pip_calls(venv)
+    assert not any(c.startswith("uninstall") for c in calls)
+    install = calls.index(f"install -q -e .[{pip_extras}] torch==2.13.0")
+    no_deps = [i for i, c in enumerate(calls) if c == "install -q --no-deps openenv==0.10.0"]
+    assert no_deps == ([] if pip_extras == "openenv" else [no_deps[0]]) and all(i > install for i in no_deps)

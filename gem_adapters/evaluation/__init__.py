@@ -17,12 +17,17 @@ Metrics per env (and their mean over envs):
                          samples, and the mean success of those samples; averaged over seeds
   ``mean_return``, ``mean_turns``
   ``format_error_rate``  share of turns whose info has ``format_error`` (the action could not be parsed)
+  ``invalid_move_rate``  share of turns whose info has ``invalid_move`` (parsed, but not a legal move)
   ``prompt_tokens`` / ``completion_tokens``  per episode: the context each turn was generated from,
                          summed over turns (what an API bills), and the generated tokens; None for
                          agents that do not use tokens
-``success_rate``, ``mean_return``, ``mean_turns``, ``format_error_rate`` and ``completion_tokens`` are
-``gem_adapters.episode_stats``'s ``success_rate``, ``return``, ``turns``, ``format_error_rate`` and
-``generated_tokens_per_episode`` of the env's episodes.
+``success_rate``, ``mean_return``, ``mean_turns``, ``format_error_rate``, ``invalid_move_rate`` and
+``completion_tokens`` are ``gem_adapters.episode_stats``'s ``success_rate``, ``return``, ``turns``,
+``format_error_rate``, ``invalid_move_rate`` and ``generated_tokens_per_episode`` of the env's episodes.
+
+An env the agent cannot play (the ``solver`` agent on an env without a scripted solver) is skipped
+with a warning and listed, with the reason, under ``skipped`` in ``metrics.json`` and in the report;
+the other envs are played. With nothing left to play, the evaluation fails with that list.
 
 Output folder: ``trajectories.jsonl`` (``gem_adapters.trajectory.read_jsonl`` reads it),
 ``metrics.json`` (numbers only, identical across deterministic reruns), ``report.md`` and the charts

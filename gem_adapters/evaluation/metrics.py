@@ -42,6 +42,7 @@ def env_metrics(episodes: Sequence[Episode], k: int, uses_tokens: bool) -> dict[
         "std_return": _std([e.total_reward for e in episodes]),
         "mean_turns": stats["turns"],
         "format_error_rate": stats["format_error_rate"],
+        "invalid_move_rate": stats["invalid_move_rate"],
         "stopped_by_limit": sum("stopped_by" in e.info for e in episodes),  # any limit, empty generations too
         "prompt_tokens": None,
         "completion_tokens": None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,8 @@ from gem_adapters.evaluation.metrics import compute_metrics
 from gem_adapters.evaluation.report import write_report
 from gem_core import list_envs, make, spec
 from gem_core.registry import EnvNotFoundError
+
+log = logging.getLogger("gem_adapters.evaluation")
 
 
 def resolve_env_ids(names: Sequence[str]) -> list[str]:
@@ -55,23 +58,37 @@ def evaluate(
     for env_id in env_ids:
         check_env_builds(env_id)
     agent = agent or load_agent(model, config, **agent_kwargs)
-    if agent.name == "solver":
-        for env_id in env_ids:
-            with make(env_id) as env:
-                env.reset(seed=config.seed)
-                if not has_solver(env):
-                    raise EvalError(f"{env_id} has no scripted solver (solvers exist for the games)")
+    skipped = unplayable_envs(agent, env_ids, config.seed)
+    for env_id, why in skipped.items():
+        log.warning("gem eval: skipping %s: %s", env_id, why)
+    env_ids = [env_id for env_id in env_ids if env_id not in skipped]
+    if not env_ids:
+        raise EvalError(f"no env to play: {'; '.join(f'{i}: {why}' for i, why in skipped.items())}")
     started = time.perf_counter()
     episodes = run_episodes(agent, dataclasses.replace(config, env_ids=env_ids), env_ids, progress=progress)
     metrics = {
         "model": model,
         "config": {**dataclasses.asdict(config), "env_ids": env_ids},
         **compute_metrics(episodes, config.k, agent.uses_tokens),
+        "skipped": skipped,
     }
     result = EvalResult(model, config, episodes, metrics, time.perf_counter() - started)
     if out_dir is not None:
         result.files = write_report(result, Path(out_dir), command=command)
     return result
+
+
+def unplayable_envs(agent: Agent, env_ids: Sequence[str], seed: int) -> dict[str, str]:
+    """The envs this agent cannot play, and why: for the solver agent, those without a scripted solver."""
+    if agent.name != "solver":
+        return {}
+    skipped = {}
+    for env_id in env_ids:
+        with make(env_id) as env:
+            env.reset(seed=seed)
+            if not has_solver(env):
+                skipped[env_id] = "it has no scripted solver (Env.solve_action; the games have one)"
+    return skipped
 
 
 def check_env_builds(env_id: str) -> None:

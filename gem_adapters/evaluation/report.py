@@ -13,7 +13,7 @@ from gem_adapters.jsonl import write_jsonl
 def table_rows(metrics: dict[str, Any], k: int) -> tuple[list[str], list[list[str]]]:
     """The results table (header, rows): one row per env and a last row with the mean over envs."""
     header = ["env", "episodes", "success", f"pass@{k}", f"avg@{k}", "mean return", "mean turns"]
-    header += ["format errors", "prompt tok/ep", "completion tok/ep"]
+    header += ["format errors", "invalid moves", "prompt tok/ep", "completion tok/ep"]
 
     def row(name: str, m: dict[str, Any]) -> list[str]:
         def tokens(value: float | None) -> str:
@@ -28,6 +28,7 @@ def table_rows(metrics: dict[str, Any], k: int) -> tuple[list[str], list[list[st
             f"{m['mean_return']:.3f}",
             f"{m['mean_turns']:.1f}",
             f"{m['format_error_rate']:.1%}",
+            f"{m['invalid_move_rate']:.1%}",
             tokens(m["prompt_tokens"]),
             tokens(m["completion_tokens"]),
         ]
@@ -88,8 +89,11 @@ def write_report(result: EvalResult, out_dir: Path, *, command: str | None = Non
     lines += [
         f"success: share of episodes won; pass@{k} / avg@{k}: per seed, over its {k} samples, the unbiased "
         "pass@k estimate and the mean success; format errors: share of turns whose action could not be "
-        "parsed; tokens: per episode, each turn's full context (prompt) and the generated tokens.",
+        'parsed (`info["format_error"]`); invalid moves: share of turns whose action parsed but was not '
+        'legal (`info["invalid_move"]`); tokens: per episode, each turn\'s full context (prompt) and the '
+        "generated tokens.",
         "",
+        *_skipped_lines(result.metrics.get("skipped") or {}),
         "![summary](summary.png)",
         "",
         "![returns](returns.png)",
@@ -100,6 +104,13 @@ def write_report(result: EvalResult, out_dir: Path, *, command: str | None = Non
     ]
     files["report"].write_text("\n".join(lines))
     return files
+
+
+def _skipped_lines(skipped: dict[str, str]) -> list[str]:
+    """The report's list of the envs that were not played, and why."""
+    if not skipped:
+        return []
+    return ["## Skipped", "", *(f"- `{env_id}`: {why}" for env_id, why in skipped.items()), ""]
 
 
 def _charts(result: EvalResult, summary_path: Path, returns_path: Path) -> None:

@@ -4,7 +4,7 @@
     obs, info = env.reset(seed=7)
     obs, reward, terminated, truncated, info = env.step("\\\\boxed{5}")
 
-Each instance holds one OpenEnv session (a WebSocket to ``/ws``, through openenv-core's own
+Each instance holds one OpenEnv session (a WebSocket to ``/ws``, through openenv's own
 ``GenericEnvClient``), opened on the first ``reset``, so building one (or pickling it to a worker
 process) costs nothing; ``close()`` ends the session. ``make_vec("openenv:URL", 32)`` gives 32
 independent sessions, and our rollout drivers and adapters use them like local envs.
@@ -103,7 +103,7 @@ class OpenEnvClientEnv(Env):
         self.connect_timeout = connect_timeout
         self.message_timeout = message_timeout
         self.seed: int | None = None
-        self._client: Any = None  # openenv-core's SyncEnvClient, opened by the first reset
+        self._client: Any = None  # openenv's SyncEnvClient, opened by the first reset
         self._gem: bool | None = None
         self._action_field: str | None = None
 

@@ -1,5 +1,5 @@
 """Encoding gem_core observations and infos as JSON for the wire (standard library only, so a client
-can be built without importing openenv-core)."""
+can be built without importing openenv)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ step returns travels in the observation model (``GemObservation``), which OpenEn
 images in base64) or ``"json"`` (anything else JSON-safe, e.g. the chat messages of the
 ``ChatMessages`` wrapper: ``data``; ``text`` then holds its JSON for readers that only show text).
 ``info`` is made JSON-safe (``to_jsonable``): tuples become lists, numpy scalars numbers, bytes base64.
-The encoding itself is in ``gem_core.openenv.codec`` (no openenv-core needed).
+The encoding itself is in ``gem_core.openenv.codec`` (no openenv needed).
 """
 
 from __future__ import annotations

@@ -1,29 +1,30 @@
-"""``gem serve``: any gem_core env as an OpenEnv server, built on openenv-core's ``HTTPEnvServer``.
+"""``gem serve``: any gem_core env as an OpenEnv server, built on openenv's ``HTTPEnvServer``.
 
-The protocol is OpenEnv's own (the routes and message handling are openenv-core's code):
+The protocol is OpenEnv's own (PyPI ``openenv``; the routes and message handling are openenv's code):
 
 * ``/ws`` — a WebSocket session: one connection is one session with its own env instance
   (``{"type": "reset", "data": {"seed": 7}}``, ``{"type": "step", "data": {"action": "..."}}``,
   ``{"type": "state"}``, ``{"type": "close"}``); errors come back as ``{"type": "error", ...}`` and the
-  session stays usable. ``openenv.core.GenericEnvClient`` and every typed OpenEnv client speak it.
+  session stays usable. ``openenv.core.GenericEnvClient``, ``gem_core.openenv.GemEnv`` (what
+  ``AutoEnv.from_env("gem", base_url=...)`` returns) and every OpenEnv client speak it.
 * ``/health``, ``/metadata``, ``/schema`` — health check, the served env id, JSON schemas.
 * ``POST /reset`` and ``POST /step`` — OpenEnv's stateless HTTP calls (each request gets a fresh env,
   so ``/step`` without a session is answered with a JSON error that points to ``/ws``).
 * ``POST /mcp`` — OpenEnv's JSON-RPC route (session lifecycle; a gem_core env has no MCP tools).
 
-What this module adds around openenv-core's server:
+What this module adds around openenv's server:
 
 * ``GemEnvironment``: an OpenEnv ``Environment`` around one gem_core env. The env lives on its own
   daemon thread; every reset/step has a deadline (``step_timeout``). An env that raises answers that
   request with an error (the next ``reset`` starts from a fresh instance); one that hangs past the
   deadline is abandoned with its thread, and the session goes on with a fresh env at its next
   ``reset``. Either way no other session notices.
-* A payload limit (``max_payload_bytes``) as ASGI middleware: an HTTP body over it gets ``413`` with a
-  JSON body; a WebSocket message over it gets an OpenEnv error message (``PAYLOAD_TOO_LARGE``) and
-  the session continues. Unhandled errors in HTTP routes become JSON ``500`` responses.
-* Idle sessions expire after ``session_timeout`` seconds (openenv-core's reaper closes their env; the
-  next message on such a connection gets an error saying so). ``max_sessions`` caps live sessions
-  (openenv-core answers the one over the cap with ``CAPACITY_REACHED``).
+* ``gem_core.openenv.guard.ProtocolGuard``: one documented error per kind of bad input (its table),
+  the payload limit (``max_payload_bytes``) for HTTP bodies and WebSocket frames, and a reason on every
+  refusal, including past ``max_sessions`` (``CAPACITY_REACHED``). Unhandled errors in HTTP routes
+  become JSON ``500`` responses.
+* Idle sessions expire after ``session_timeout`` seconds (openenv's reaper closes their env; the
+  next message on such a connection gets an error saying so).
 * Graceful shutdown (SIGINT/SIGTERM through uvicorn): connections are closed, every live env is
   closed, then the process exits.
 """
@@ -53,6 +54,7 @@ from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 
 from gem_core.core import Env, Wrapper
 from gem_core.openenv.codec import encode_observation, to_jsonable
+from gem_core.openenv.guard import HARD_LIMIT_FACTOR, ProtocolGuard
 from gem_core.openenv.protocol import GemAction, GemObservation, GemState
 
 log = logging.getLogger("gem_core.openenv")
@@ -352,118 +354,15 @@ _LIVE_ENVIRONMENTS: weakref.WeakSet[GemEnvironment] = weakref.WeakSet()
 
 
 # ---- the app ------------------------------------------------------------------------------------
-class PayloadLimit:
-    """ASGI middleware: HTTP bodies and WebSocket messages over ``max_bytes`` are refused with a JSON
-    error; the connection (and a WebSocket session) stays usable."""
-
-    def __init__(self, app: Any, max_bytes: int):
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] == "http":
-            await self._http(scope, receive, send)
-        elif scope["type"] == "websocket":
-            from starlette.websockets import WebSocketDisconnect
-
-            # openenv-core's handler closing a socket the client already dropped raises: nothing to do.
-            with contextlib.suppress(WebSocketDisconnect):
-                await self.app(scope, self._websocket_receive(receive, send), send)
-        else:
-            await self.app(scope, receive, send)
-
-    def _too_large(self, size: int | str) -> str:
-        return f"payload of {size} bytes exceeds the {self.max_bytes}-byte limit"
-
-    async def _http(self, scope: dict, receive: Callable, send: Callable) -> None:
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await self._refuse(receive, send, int(length), more_body=True)
-            return
-        # Read the body up front (bounded), then replay it to the app.
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.max_bytes:
-                await self._refuse(receive, send, f"more than {size}", message.get("more_body", False))
-                return
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> dict:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, receive: Callable, send: Callable, size: int | str, more_body: bool) -> None:
-        """413 with a JSON body, after reading (and dropping) the rest of the body up to 16x the
-        limit, so that a client that sends it all before reading still gets the answer."""
-        drained = 0
-        while more_body and drained < 16 * self.max_bytes:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            drained += len(message.get("body", b""))
-            more_body = message.get("more_body", False)
-        await _json_response(send, 413, {"detail": self._too_large(size), "code": "PAYLOAD_TOO_LARGE"})
-
-    def _websocket_receive(self, receive: Callable, send: Callable) -> Callable:
-        async def limited() -> dict:
-            while True:
-                message = await receive()
-                if message["type"] != "websocket.receive":
-                    return message
-                if message.get("bytes") is not None:
-                    error = "binary frames are not part of the protocol: send JSON text messages"
-                else:
-                    size = len(message.get("text") or "")
-                    if size <= self.max_bytes // 4 or len(message["text"].encode()) <= self.max_bytes:
-                        return message
-                    error = self._too_large(len(message["text"].encode()))
-                # Answer in the protocol's error form and wait for the next message: the session lives on.
-                await send(
-                    {
-                        "type": "websocket.send",
-                        "text": json.dumps(
-                            {"type": "error", "data": {"message": error, "code": "PAYLOAD_TOO_LARGE"}}
-                        ),
-                    }
-                )
-
-        return limited
-
-
-async def _json_response(send: Callable, status: int, body: dict) -> None:
-    data = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
-
-
 def create_app(
     config: ServeConfig,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     session_timeout: float | None = DEFAULT_SESSION_TIMEOUT,
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
 ):
-    """The FastAPI app: openenv-core's ``HTTPEnvServer`` routes for ``config``'s env, plus the payload
-    limit, JSON errors and closing every session at shutdown."""
+    """The FastAPI app: openenv's ``HTTPEnvServer`` routes for ``config``'s env, behind the
+    ``ProtocolGuard`` (payload limit, one error per kind of bad input), with JSON errors and every
+    session closed at shutdown."""
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
@@ -482,6 +381,8 @@ def create_app(
         concurrency_config=ConcurrencyConfig(
             max_concurrent_envs=max_sessions, session_timeout=session_timeout or None
         ),
+        env_name=config.env_id,
+        state_cls=GemState,
     )
     server.register_routes(app)
     app.state.openenv_server = server
@@ -514,7 +415,7 @@ def create_app(
         )
 
     app.router.on_shutdown.append(_close_sessions)
-    app.add_middleware(PayloadLimit, max_bytes=max_payload_bytes)
+    app.add_middleware(ProtocolGuard, max_bytes=max_payload_bytes, action_cls=GemAction)
     return app
 
 
@@ -554,9 +455,9 @@ def serve(
     uv_config = uvicorn.Config(
         app,
         log_level=log_level,
-        # Larger than the limit, so a message between the two gets PayloadLimit's JSON error rather
-        # than a closed connection; above it the WebSocket layer closes the connection (code 1009).
-        ws_max_size=4 * max_payload_bytes + 65536,
+        # Larger than the limit, so a frame between the two gets the guard's PAYLOAD_TOO_LARGE and the
+        # session lives on; above it the WebSocket layer refuses it unread (close code 1009).
+        ws_max_size=HARD_LIMIT_FACTOR * max_payload_bytes + 65536,
         timeout_graceful_shutdown=5,
         lifespan="on",
     )

@@ -15,7 +15,7 @@ reference's settings:
 | ``concat_with_action`` | ``ReferenceObservation(include_action=True, include_chat_template=False)`` |
 | ``concat_chat`` | ``ReferenceObservation(include_action=True, include_chat_template=True)``, needs ``tokenizer`` |
 | ``concat_chat_on_reset`` | ``ReferenceObservation(include_action=True, include_chat_template=False, apply_chat_template_on_reset=True)``, needs ``tokenizer`` |
-| ``episode_tracking`` | ``EpisodeStatistics`` (its summary is ``info["episode"]``, not the reference's counters) |
+| ``episode_tracking`` | ``EpisodeTrackingWrapper``: the reference's ``step_counter``/``cumulative_rewards`` info keys (and ``EpisodeStatistics``' ``info["episode"]``) |
 
 Tools are built when a wrapper is (one per env), not when this module is imported.
 """
@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.wrappers.episode import EpisodeStatistics
+from gem_core.wrappers.episode_tracking_wrapper import EpisodeTrackingWrapper
 from gem_core.wrappers.reference_observation import ReferenceObservation
 from gem_core.wrappers.tools import ToolEnvWrapper
 
@@ -66,7 +66,7 @@ WRAPPER_FACTORY = {
         include_chat_template=False,
         apply_chat_template_on_reset=True,
     ),
-    "episode_tracking": EpisodeStatistics,
+    "episode_tracking": EpisodeTrackingWrapper,
 }
 
 TOKENIZER_REQUIRED = ["concat_chat", "concat_chat_on_reset"]

@@ -121,11 +121,11 @@ def running(argv: Sequence[str], register: bool = False, **kwargs) -> Iterator[S
         stop(server)
 
 
-# ---- a third-party OpenEnv server (not gem serve): an echo env written against openenv-core -----
+# ---- a third-party OpenEnv server (not gem serve): an echo env written with openenv's create_app --
 THIRD_PARTY_SERVER = """
 import sys
 import uvicorn
-from openenv.core.env_server.http_server import create_fastapi_app
+from openenv.core.env_server.http_server import create_app
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, Observation, State
 
@@ -162,7 +162,7 @@ class ShoutEnvironment(Environment):
         return self._state
 
 
-app = create_fastapi_app(ShoutEnvironment, ShoutAction, ShoutObservation, max_concurrent_envs=4)
+app = create_app(ShoutEnvironment, ShoutAction, ShoutObservation, env_name="shout", max_concurrent_envs=4)
 server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
 
 import socket

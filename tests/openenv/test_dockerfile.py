@@ -1,5 +1,7 @@
-"""The Dockerfile's command, run as written outside Docker (Docker cannot build here): its ENV defaults,
-its CMD, the installed ``gem`` script; then an episode and a graceful stop."""
+"""The Dockerfiles' command, run as written outside Docker (Docker cannot build here): their ENV
+defaults, their CMD, the installed ``gem`` script; then an episode and a graceful stop. ``Dockerfile``
+builds from this checkout; ``hub/Dockerfile`` is the Hugging Face Space of the ``gem_env`` OpenEnv
+package and builds from that folder alone."""
 
 from __future__ import annotations
 
@@ -18,12 +20,15 @@ import gem_core
 from gem_core.openenv import OpenEnvClientEnv
 from tests.openenv import support
 
-DOCKERFILE = support.REPO / "Dockerfile"
+DOCKERFILES = {
+    "Dockerfile": 'pip install --no-cache-dir ".[openenv]"',
+    "hub/Dockerfile": "pip install --no-cache-dir --find-links wheels .",
+}
 
 
-def dockerfile_env_and_cmd() -> tuple[dict[str, str], list[str]]:
-    """The ENV defaults and the exec-form CMD of the Dockerfile (continuation lines joined)."""
-    text = DOCKERFILE.read_text().replace("\\\n", " ")
+def dockerfile_env_and_cmd(path: Path) -> tuple[dict[str, str], list[str]]:
+    """The ENV defaults and the exec-form CMD of a Dockerfile (continuation lines joined)."""
+    text = path.read_text().replace("\\\n", " ")
     env: dict[str, str] = {}
     cmd: list[str] | None = None
     for line in text.splitlines():
@@ -34,20 +39,29 @@ def dockerfile_env_and_cmd() -> tuple[dict[str, str], list[str]]:
                 env[key] = value
         elif line.startswith("CMD "):
             cmd = json.loads(line[4:])
-    assert cmd is not None, "the Dockerfile has no exec-form CMD"
+    assert cmd is not None, f"{path} has no exec-form CMD"
     return env, cmd
 
 
-def test_the_dockerfile_installs_the_openenv_extra_and_runs_gem_serve():
-    text = DOCKERFILE.read_text()
-    assert 'pip install --no-cache-dir ".[openenv]"' in text
-    env, cmd = dockerfile_env_and_cmd()
+@pytest.mark.parametrize("name", sorted(DOCKERFILES))
+def test_the_dockerfile_installs_gem_core_with_openenv_and_runs_gem_serve_as_uid_1000(name):
+    path = support.REPO / name
+    text = path.read_text()
+    assert DOCKERFILES[name] in text
+    assert "--uid 1000" in text and "\nUSER " in text  # Hugging Face Spaces run containers as uid 1000
+    env, cmd = dockerfile_env_and_cmd(path)
     assert env["GEM_HOST"] == "0.0.0.0" and env["PORT"] == "8000"
     assert cmd[:2] == ["sh", "-c"] and cmd[2].startswith("exec gem serve ")
 
 
-def test_the_dockerfile_command_serves_episodes_and_stops_cleanly():
-    env, cmd = dockerfile_env_and_cmd()
+def test_the_hub_package_installs_gem_core_with_the_openenv_extra():
+    pyproject = (support.REPO / "hub" / "pyproject.toml").read_text()
+    assert '"gem-core[openenv]"' in pyproject and 'name = "openenv-gem_env"' in pyproject
+
+
+@pytest.mark.parametrize("name", sorted(DOCKERFILES))
+def test_the_dockerfile_command_serves_episodes_and_stops_cleanly(name):
+    env, cmd = dockerfile_env_and_cmd(support.REPO / name)
     gem_script = Path(sys.executable).parent / "gem"
     if not gem_script.exists():
         pytest.skip("the gem console script is not installed next to this Python")

@@ -1,5 +1,5 @@
-"""``gem serve`` end to end: real servers in subprocesses on free localhost ports, openenv-core's own
-client and our ``Env`` client, concurrent and killed sessions, faulty envs, bad requests, shutdown."""
+"""``gem serve`` end to end: real servers in subprocesses on free localhost ports, openenv's own
+clients and our ``Env`` client, concurrent and killed sessions, faulty envs, bad requests, shutdown."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def guess_server():
         yield server
 
 
-# ---- the protocol through openenv-core's own client ---------------------------------------------
+# ---- the protocol through openenv's own clients -------------------------------------------------
 def test_health_metadata_and_schema(guess_server):
     assert http(guess_server.url + "/health") == (200, {"status": "healthy"})
     status, metadata = http(guess_server.url + "/metadata")
@@ -202,34 +202,120 @@ def test_a_session_killed_mid_episode_does_not_disturb_others(guess_server):
 
 
 # ---- bad requests -------------------------------------------------------------------------------
-def test_malformed_and_oversized_websocket_messages_get_errors_and_the_session_lives_on(guess_server):
+# What gem serve answers to each kind of bad frame (gem_core.openenv.guard's table); the session lives on.
+BAD_FRAMES = [
+    ("{not json", "INVALID_JSON", "not JSON"),
+    (b"\x00binary", "INVALID_JSON", "binary frames"),
+    ("[]", "VALIDATION_ERROR", "got an array"),
+    ('"str"', "VALIDATION_ERROR", "got a string"),
+    ("null", "VALIDATION_ERROR", "got null"),
+    ("123", "VALIDATION_ERROR", "got a number"),
+    ({"data": {}}, "UNKNOWN_TYPE", "no 'type' field"),
+    ({"type": "dance"}, "UNKNOWN_TYPE", "reset, step, state, close"),
+    ({"type": "step", "data": {"message": "hi"}}, "VALIDATION_ERROR", "missing field 'action'"),
+    ({"type": "step", "data": {"message": "hi"}}, "VALIDATION_ERROR", "unexpected field 'message'"),
+    ({"type": "step", "data": {"action": 5}}, "VALIDATION_ERROR", "field 'action'"),
+    ({"type": "step", "data": {"action": "x"}, "extra": 1}, "VALIDATION_ERROR", "unexpected field 'extra'"),
+    ({"type": "step"}, "VALIDATION_ERROR", "missing field 'data'"),
+    ({"type": "reset", "data": {"seed": "abc"}}, "VALIDATION_ERROR", "seed must be an integer"),
+    ({"type": "reset", "data": {"seed": True}}, "VALIDATION_ERROR", "seed must be an integer"),
+    ({"type": "step", "data": {"action": "x" * (2 << 20)}}, "PAYLOAD_TOO_LARGE", "limit"),
+    ({"type": "step", "data": {"action": "x" * (8 << 20)}}, "PAYLOAD_TOO_LARGE", "limit"),
+    (b"\x00" * (2 << 20), "PAYLOAD_TOO_LARGE", "limit"),
+]
+
+
+def test_each_kind_of_bad_frame_gets_its_documented_error_and_the_session_lives_on(guess_server):
+    expected = play_local(GUESS, 5)
     with connect(guess_server.ws_url, max_size=None) as ws:
-
-        def error_code(message) -> str:
-            reply = ws_request(ws, message)
-            assert reply["type"] == "error", reply
-            return reply["data"]["code"]
-
-        assert error_code("{not json") == "INVALID_JSON"
-        assert error_code({"type": "dance"}) == "UNKNOWN_TYPE"
-        assert (
-            error_code({"type": "step", "data": {"action": "\\boxed{5}"}}) == "EXECUTION_ERROR"
-        )  # no reset yet
-        assert error_code({"type": "reset", "data": {"seed": "abc"}}) == "EXECUTION_ERROR"
-        assert error_code({"type": "step", "data": {"nope": 1}}) == "VALIDATION_ERROR"
-        assert error_code({"type": "step", "data": {"action": 5}}) == "VALIDATION_ERROR"
-        big = json.dumps({"type": "step", "data": {"action": "x" * (1 << 21)}})
-        assert error_code(big) == "PAYLOAD_TOO_LARGE"
-        ws.send(b"\x00binary")
-        assert json.loads(ws.recv(timeout=30))["data"]["code"] == "PAYLOAD_TOO_LARGE"
-        # The same session still plays.
+        # Before the first reset, a step is a request the session cannot serve yet.
+        reply = ws_request(ws, {"type": "step", "data": {"action": "\\boxed{5}"}})
+        assert reply["data"]["code"] == "EXECUTION_ERROR" and "reset" in reply["data"]["message"]
         reply = ws_request(ws, {"type": "reset", "data": {"seed": 5}})
-        assert (
-            reply["type"] == "observation"
-            and reply["data"]["observation"]["text"] == play_local(GUESS, 5)[0][0]
-        )
+        assert reply["data"]["observation"]["text"] == expected[0][0]
+        for frame, code, says in BAD_FRAMES:
+            reply = ws_request(ws, frame)
+            assert reply["type"] == "error" and reply["data"]["code"] == code, (frame, reply)
+            assert says in reply["data"]["message"], (frame, reply)
+            if code == "VALIDATION_ERROR" and '"step"' in str(frame):
+                assert "the action field is 'action'" in reply["data"]["message"]
+        # The same session, still in the same episode, plays on.
+        for action, step in zip(ACTIONS, expected[1:]):
+            reply = ws_request(ws, {"type": "step", "data": {"action": action}})
+            observation = reply["data"]["observation"]
+            assert (observation["text"], reply["data"]["reward"], observation["info"]) == (
+                step[0],
+                step[1],
+                step[4],
+            )
         reply = ws_request(ws, {"type": "step", "data": {"action": ACTIONS[0]}})
-        assert reply["type"] == "observation" and reply["data"]["reward"] == play_local(GUESS, 5)[1][1]
+        assert reply["data"]["code"] == "EXECUTION_ERROR" and "episode is over" in reply["data"]["message"]
+
+
+def test_a_frame_past_the_hard_limit_is_refused_with_close_code_1009_naming_the_limit():
+    with support.running(["serve", GUESS, "--port", "0", "--max-payload-bytes", "65536"]) as server:
+        with connect(server.ws_url, max_size=None) as ws:
+            ws.send("x" * (17 * 65536 + 65536 + 1))
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=30)
+        assert closed.value.rcvd.code == 1009 and "limit" in closed.value.rcvd.reason
+        env = OpenEnvClientEnv(server.url)  # the server itself is fine
+        try:
+            assert play_remote(env, 2) == play_local(GUESS, 2)
+        finally:
+            env.close()
+
+
+def test_every_connection_past_max_sessions_is_told_capacity_reached():
+    with (
+        support.running(["serve", GUESS, "--port", "0", "--max-sessions", "2"]) as server,
+        contextlib.ExitStack() as stack,
+    ):
+        held = [stack.enter_context(connect(server.ws_url)) for _ in range(2)]
+        for i, ws in enumerate(held):
+            assert ws_request(ws, {"type": "reset", "data": {"seed": i}})["type"] == "observation"
+
+        def refused(sends_first: bool) -> tuple[str, str, int, str]:
+            """The refusal sent as the connection opens, the reply to the client's first message, and
+            the close; a client that sends before it reads gets the same."""
+            with connect(server.ws_url) as ws:
+                if sends_first:
+                    ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+                opening = json.loads(ws.recv(timeout=30))["data"]["code"]
+                if not sends_first:
+                    ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}))
+                reply = json.loads(ws.recv(timeout=30))["data"]["code"]
+                with pytest.raises(ConnectionClosed) as closed:
+                    ws.recv(timeout=30)
+                return opening, reply, closed.value.rcvd.code, closed.value.rcvd.reason
+
+        results: list = []
+        threads = [
+            threading.Thread(target=lambda first=i % 2 == 0: results.append(refused(first)))
+            for i in range(12)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert len(results) == 12
+        for opening, reply, close_code, reason in results:
+            assert opening == reply == "CAPACITY_REACHED"
+            assert close_code == 1013 and reason.startswith("CAPACITY_REACHED") and "2/2" in reason
+        # openenv's own client and ours say so too.
+        with (
+            pytest.raises(RuntimeError, match="CAPACITY_REACHED"),
+            GenericEnvClient(base_url=server.url).sync() as client,
+        ):
+            client.reset(seed=0)
+        env = OpenEnvClientEnv(server.url)
+        with pytest.raises(OpenEnvError, match="CAPACITY_REACHED"):
+            env.reset(seed=0)
+        env.close()
+        # The held sessions never noticed.
+        for i, ws in enumerate(held):
+            reply = ws_request(ws, {"type": "step", "data": {"action": ACTIONS[0]}})
+            assert reply["data"]["reward"] == play_local(GUESS, i)[1][1]
 
 
 def test_bad_http_requests_get_json_errors_and_the_server_keeps_serving(guess_server):
@@ -373,7 +459,7 @@ def test_idle_sessions_expire():
         env = OpenEnvClientEnv(server.url)
         try:
             env.reset(seed=0)
-            time.sleep(7)  # openenv-core's reaper looks every 5 s at the earliest
+            time.sleep(7)  # openenv's reaper looks every 5 s at the earliest
             with pytest.raises(OpenEnvError, match=r"session has ended.*expire"):
                 env.step(ACTIONS[0])
             # A new session (the next reset reconnects only after a broken connection, so open one).
@@ -418,7 +504,7 @@ def test_our_client_wraps_a_third_party_openenv_server():
             assert env.step("abc")[1] == 3.0
             obs, reward, terminated, truncated, info = env.step("done")
             assert (obs, reward, terminated, truncated) == ("DONE", 4.0, True, False)
-            assert info["openenv_observation"] == {"shouted": "DONE", "length": 4}
+            assert info["openenv_observation"] == {"shouted": "DONE", "length": 4, "metadata": {}}
         finally:
             env.close()
         vec = gem_core.make_vec(f"openenv:{server.url}", 3, backend="threads")

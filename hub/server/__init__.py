@@ -1,0 +1,1 @@
+"""The server side of the ``gem_env`` OpenEnv package: ``server.app:app``."""

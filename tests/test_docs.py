@@ -1,0 +1,110 @@
+"""Every guide's code blocks run as written (``docs/*.md``), in a fresh folder, in document order.
+
+A Python or TOML block whose first line is ``# <file>`` (``# nim_env.py``, ``# pyproject.toml``) is a
+file the guide asks you to write: it is written there first, and a guide with a ``pyproject.toml`` gets
+its package installed (what its ``pip install`` lines do). Then the other blocks run in order as one
+script: Python blocks as they are, each line of a bash block as a command (``gem ...``,
+``pytest ...``, ``python ...``), which must exit 0; ``pip install`` lines are the install above. A
+TOML block that is not a file (a snippet of a larger file) must parse.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GUIDES = sorted((REPO / "docs").glob("*.md"))
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+FILE_HEADER = re.compile(r"# ([\w./-]+\.(?:py|toml))(?:[ ,].*)?\n")
+COMMANDS = {"gem": [sys.executable, "-m", "gem_core.cli"], "pytest": [sys.executable, "-m", "pytest"]}
+COMMANDS["python"] = [sys.executable]
+
+RUNNER = """
+import subprocess, sys
+
+
+def _command(argv, line):
+    done = subprocess.run(argv, input="", capture_output=True, text=True, timeout=900)
+    print(done.stdout)
+    if done.returncode != 0:
+        raise SystemExit(f"the guide's command `{line}` exited {done.returncode}:\\n{done.stdout[-2000:]}\\n{done.stderr[-3000:]}")
+
+"""
+
+
+def blocks(guide: Path) -> list[tuple[str, str]]:
+    return [(lang, code) for lang, code in BLOCK.findall(guide.read_text())]
+
+
+def guide_script(guide: Path, folder: Path) -> str:
+    """Write the guide's files into ``folder``; return the script that runs the rest, in order."""
+    parts = [RUNNER]
+    for index, (lang, code) in enumerate(blocks(guide)):
+        header = FILE_HEADER.match(code)
+        if lang in ("python", "toml") and header:
+            path = folder / header.group(1)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(code)
+        elif lang == "python":
+            parts.append(f"# ---- block {index} ----\n{code}")
+        elif lang == "bash":
+            for line in filter(None, (raw.strip() for raw in code.splitlines())):
+                argv = shlex.split(line)
+                if argv[:2] == ["pip", "install"]:
+                    continue
+                assert argv[0] in COMMANDS, f"{guide.name}: no rule to run `{line}` (add one to {__name__})"
+                parts.append(f"_command({[*COMMANDS[argv[0]], *argv[1:]]!r}, {line!r})")
+        elif lang == "toml":
+            import tomllib
+
+            tomllib.loads(code)
+        else:
+            assert lang == "text", f"{guide.name}: a ```{lang} block cannot be run"
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("guide", GUIDES, ids=[g.name for g in GUIDES])
+def test_the_guides_code_blocks_run_as_written(guide, tmp_path):
+    folder, site = tmp_path / "work", tmp_path / "site"
+    folder.mkdir()
+    script = guide_script(guide, folder)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(folder), str(REPO)])}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    if (folder / "pyproject.toml").exists():
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+        ]
+        installed = subprocess.run(
+            [*pip, "-t", str(site), str(folder)], capture_output=True, text=True, timeout=300
+        )
+        assert installed.returncode == 0, installed.stderr[-3000:]
+    (tmp_path / "guide.py").write_text(script)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "guide.py")],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, f"{guide.name}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+
+
+def test_every_guide_has_code_that_runs():
+    assert {g.name for g in GUIDES} >= {"adding-an-env.md", "custom-estimators.md", "migrating-from-gem.md"}
+    for guide in GUIDES:
+        assert any(lang in ("python", "bash") for lang, _ in blocks(guide)), guide.name
