@@ -137,38 +137,8 @@ def _json_text(value: Any) -> str:
 
 
 # ---- the formats --------------------------------------------------------------------------------
-class HermesFormat(CallFormat):
-    name = "hermes"
-    markers = ("<tool_call>",)
-    description = "Hermes 2 Pro / 3, Qwen2.5, Qwen3: <tool_call> blocks holding JSON"
-
-    def parse(self, text: str) -> ParsedCalls | None:
-        if not isinstance(text, str):
-            return None
-        bodies = _blocks(text, "<tool_call>", "</tool_call>")
-        if not bodies:
-            return None
-        calls: list[ToolCall | str] = []
-        for body in bodies[: MAX_CALLS + 1]:
-            if len(body) > MAX_CALL_CHARS:
-                break
-            try:
-                calls.append(_call_from_json(json.loads(body), ("arguments", "parameters")))
-            except _JSON_ERRORS as exc:
-                calls.append(f"the tool call is not valid JSON ({_reason(exc)})")
-        return _finish(calls, [len(b) for b in bodies[: MAX_CALLS + 1]])
-
-    def render(self, calls: Sequence[ToolCall]) -> str:
-        return "\n".join(
-            f"<tool_call>\n{_json_text({'name': c.name, 'arguments': c.arguments})}\n</tool_call>"
-            for c in calls
-        )
-
-
-class Qwen3XMLFormat(CallFormat):
-    name = "qwen3_xml"
-    markers = ("<function=", "<parameter=")
-    description = "Qwen3-Coder, Qwen3.5: <tool_call><function=NAME><parameter=P>value</parameter>..."
+class _ToolCallBlocks(CallFormat):
+    """A format whose calls are ``<tool_call>...</tool_call>`` blocks, one per call; ``_call`` reads one."""
 
     def parse(self, text: str) -> ParsedCalls | None:
         if not isinstance(text, str):
@@ -177,11 +147,37 @@ class Qwen3XMLFormat(CallFormat):
         if not bodies:
             return None
         kept = bodies[: MAX_CALLS + 1]
-        calls: list[ToolCall | str] = [self._call(b) for b in kept if len(b) <= MAX_CALL_CHARS]
-        return _finish(calls, [len(b) for b in kept])
+        calls = [self._call(body) for body in kept if len(body) <= MAX_CALL_CHARS]
+        return _finish(calls, [len(body) for body in kept])
 
-    @staticmethod
-    def _call(body: str) -> ToolCall | str:
+    def _call(self, body: str) -> ToolCall | str:
+        raise NotImplementedError
+
+
+class HermesFormat(_ToolCallBlocks):
+    name = "hermes"
+    markers = ("<tool_call>",)
+    description = "Hermes 2 Pro / 3, Qwen2.5, Qwen3: <tool_call> blocks holding JSON"
+
+    def _call(self, body: str) -> ToolCall | str:
+        try:
+            return _call_from_json(json.loads(body), ("arguments", "parameters"))
+        except _JSON_ERRORS as exc:
+            return f"the tool call is not valid JSON ({_reason(exc)})"
+
+    def render(self, calls: Sequence[ToolCall]) -> str:
+        return "\n".join(
+            f"<tool_call>\n{_json_text({'name': c.name, 'arguments': c.arguments})}\n</tool_call>"
+            for c in calls
+        )
+
+
+class Qwen3XMLFormat(_ToolCallBlocks):
+    name = "qwen3_xml"
+    markers = ("<function=", "<parameter=")
+    description = "Qwen3-Coder, Qwen3.5: <tool_call><function=NAME><parameter=P>value</parameter>..."
+
+    def _call(self, body: str) -> ToolCall | str:
         usage = "a tool call is <function=NAME> with <parameter=NAME>value</parameter> inside, closed by </function>"
         start = body.find("<function=")
         if start == -1 or body[:start].strip():
@@ -304,8 +300,9 @@ class MistralFormat(CallFormat):
                 return ParsedCalls(error=f"the tool calls are not a valid JSON array ({_reason(exc)})")
             if not isinstance(data, list):
                 return ParsedCalls(error="[TOOL_CALLS] is followed by a JSON array of calls")
-            calls = [_call_from_json(item, ("arguments", "parameters")) for item in data[: MAX_CALLS + 1]]
-            return _finish(calls, [])
+            kept = data[: MAX_CALLS + 1]
+            calls = [_call_from_json(item, ("arguments", "parameters")) for item in kept]
+            return _finish(calls, [len(_json_text(item)) for item in kept])
         calls, sizes = [], []
         for segment in rest.split(self._TAG)[: MAX_CALLS + 1]:  # v11: NAME[ARGS]{json} per call
             at = segment.find(self._ARGS)

@@ -170,8 +170,10 @@ def test_gigpo_no_std_and_omega_by_hand():
 
 def test_gigpo_turns_without_a_state_key_get_the_episode_advantage():
     keys = [["A", None], ["A", None], [None, None, None], [None]]
-    out = compute_advantages("gigpo", GIGPO_REWARDS, gamma=0.5, group_ids=GIGPO_GROUPS, state_keys=keys)
-    grpo = compute_advantages("grpo", GIGPO_REWARDS, gamma=1.0, group_ids=GIGPO_GROUPS)
+    out = compute_advantages(
+        "gigpo", GIGPO_REWARDS, gamma=0.5, group_ids=GIGPO_GROUPS, state_keys=keys, eps=0.0
+    )
+    grpo = compute_advantages("grpo", GIGPO_REWARDS, gamma=1.0, group_ids=GIGPO_GROUPS, eps=0.0)
     # Without anchors (and gamma 1 for GRPO's return) GiGPO is GRPO: the episode level alone.
     for got, episode_level, key_row in zip(out, grpo, keys):
         for value, base, key in zip(got, episode_level, key_row):

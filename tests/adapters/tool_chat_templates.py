@@ -4,6 +4,18 @@
 Each keeps what decides the token layout: the system block with the tools and the call format the
 model is told to use, the assistant turn, the tool role's rendering and the generation prompt."""
 
+from tests.adapters.chat_templates import QWEN3_TEMPLATE
+
+# The parts of chat_templates.QWEN3_TEMPLATE that Qwen3's tool-using template extends: the system
+# block (with the tools) and the end of the message loop (before which the tool turn goes).
+QWEN3_SYSTEM = """
+{%- if messages[0].role == 'system' %}
+    {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}"""
+QWEN3_LOOP_END = """
+    {%- endif %}
+{%- endfor %}"""
+
 # Qwen2.5 (and Hermes 2 Pro / 3): a default system prompt; calls are <tool_call> JSON blocks; tool
 # results go in a user turn as <tool_response> blocks (consecutive results share one turn).
 QWEN25_TEMPLATE = """
@@ -43,52 +55,24 @@ QWEN25_TEMPLATE = """
 # Qwen3: as Qwen2.5 for tools, plus its thinking: assistant turns before the last real user query lose
 # their <think> block, later ones are re-rendered as "<think>\n...\n</think>\n\n..." (tool results are
 # not queries, so a tool-calling stretch keeps its thinking).
-QWEN3_TOOLS_TEMPLATE = """
+_QWEN3_TOOLS_SYSTEM = """
 {%- if tools %}
     {{- '<|im_start|>system\\n' }}
     {%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
     {{- "# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
     {%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}
     {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
-{%- else %}
-    {%- if messages[0].role == 'system' %}{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}{%- endif %}
-{%- endif %}
-{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
-{%- for message in messages[::-1] %}
-    {%- set index = (messages|length - 1) - loop.index0 %}
-    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
-        {%- set ns.multi_step_tool = false %}
-        {%- set ns.last_query_index = index %}
-    {%- endif %}
-{%- endfor %}
-{%- for message in messages %}
-    {%- if message.content is string %}{%- set content = message.content %}{%- else %}{%- set content = '' %}{%- endif %}
-    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}
-        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}
-    {%- elif message.role == "assistant" %}
-        {%- set reasoning_content = '' %}
-        {%- if '</think>' in content %}
-            {%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}
-            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}
-        {%- endif %}
-        {%- if loop.index0 > ns.last_query_index %}
-            {%- if loop.last or (not loop.last and reasoning_content) %}
-                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}
-            {%- else %}
-                {{- '<|im_start|>' + message.role + '\\n' + content }}
-            {%- endif %}
-        {%- else %}
-            {{- '<|im_start|>' + message.role + '\\n' + content }}
-        {%- endif %}
-        {{- '<|im_end|>\\n' }}
+{%- elif messages[0].role == 'system' %}
+    {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}"""
+_QWEN3_TOOL_TURN = """
     {%- elif message.role == "tool" %}
         {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}{{- '<|im_start|>user' }}{%- endif %}
         {{- '\\n<tool_response>\\n' }}{{- content }}{{- '\\n</tool_response>' }}
-        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}{{- '<|im_end|>\\n' }}{%- endif %}
-    {%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
-"""
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}{{- '<|im_end|>\\n' }}{%- endif %}"""
+_before, _, _after = QWEN3_TEMPLATE.replace(QWEN3_SYSTEM, _QWEN3_TOOLS_SYSTEM).rpartition(QWEN3_LOOP_END)
+QWEN3_TOOLS_TEMPLATE = _before + _QWEN3_TOOL_TURN + QWEN3_LOOP_END + _after
+assert "# Tools" in QWEN3_TOOLS_TEMPLATE and QWEN3_TOOLS_TEMPLATE.count("<tool_response>\\n") == 1
 
 # Qwen3-Coder: the same turns and tool role; calls are XML, <function=NAME><parameter=P>value</parameter>.
 QWEN3_CODER_TEMPLATE = """
