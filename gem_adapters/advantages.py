@@ -223,9 +223,13 @@ class TurnBatch:
                 raise ValueError(f"values {v.shape} must match rewards {r.shape}")
         state = None
         if state_keys is not None:
-            if len(state_keys) != len(r):
-                raise ValueError(f"{len(state_keys)} state keys for {len(r)} turns")
-            state = _group_codes(list(state_keys), missing=-1)
+            keys = state_keys.tolist() if _is_torch(state_keys) else list(state_keys)
+            if len(keys) != len(r):
+                raise ValueError(f"{len(keys)} state keys for {len(r)} turns")
+            try:
+                state = _group_codes(keys, missing=-1)
+            except TypeError as exc:
+                raise ValueError(f"a state key must be hashable plain data ({exc})") from None
         return cls(r, episode, position, lengths, group, v, state)
 
     @property
@@ -412,7 +416,7 @@ def compute_advantages_flat(
 ) -> Any:
     """Per-turn advantages for flat per-turn arrays (numpy or torch; the result has the rewards' kind;
     a list of rewards may hold None, a turn without a reward signal). ``state_keys``: one hashable or
-    None per turn."""
+    None per turn (a list; integer keys may also come as a numpy array or tensor)."""
     estimator = get_estimator(name)
     batch = TurnBatch.from_arrays(rewards, episode_ids, group_ids, values, state_keys)
     if len(batch.rewards) == 0:
@@ -472,7 +476,7 @@ def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -
     turn's ``state_key`` and rewards to each turn's ``reward`` (``turn_rewards=`` replaces them: one
     list of floats or None per episode)."""
     kwargs.setdefault("group_ids", [ep.group_id for ep in episodes])
-    kwargs.setdefault("state_keys", [[t.state_key for t in ep.turns] for ep in episodes])
+    kwargs.setdefault("state_keys", [[getattr(t, "state_key", None) for t in ep.turns] for ep in episodes])
     rewards = kwargs.pop("turn_rewards", None)
     if rewards is None:
         rewards = [[t.reward for t in ep.turns] for ep in episodes]
@@ -481,7 +485,7 @@ def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -
 
 def discounted_returns(rewards: Any, gamma: float = 1.0, episode_ids: Any = None) -> Any:
     """``G_t = r_t + gamma * G_{t+1}`` for one episode's rewards (or flat turns with ``episode_ids``)."""
-    r = _to_numpy(rewards)
+    r = turn_rewards_array(rewards)
     ids = np.zeros(len(r), dtype=np.int64) if episode_ids is None else episode_ids
     return _like(TurnBatch.from_arrays(r, ids).returns(float(gamma)), rewards)
 

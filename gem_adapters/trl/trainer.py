@@ -134,7 +134,7 @@ class GEMGRPOTrainer(GRPOTrainer):
         episodes of every process."""
         rewards = [[t.reward for t in e.turns] for e in episodes]
         groups = [e.group_id for e in episodes]
-        state_keys = [[t.state_key for t in e.turns] for e in episodes]  # GiGPO's anchor states
+        state_keys = [[getattr(t, "state_key", None) for t in e.turns] for e in episodes]  # GiGPO's anchors
         if self.accelerator.num_processes > 1:
             rewards, groups = gather_object(rewards), gather_object(groups)
             state_keys = gather_object(state_keys)

@@ -195,6 +195,19 @@ def test_gigpo_needs_state_keys_and_groups():
     assert "gigpo" not in estimator_names() and "gigpo" in estimator_names(state_keys=True)
 
 
+def test_gigpo_integer_state_keys_as_a_tensor_and_unhashable_keys():
+    flat = dict(gamma=0.9, group_ids=[0, 0, 0, 0])
+    as_list = compute_advantages_flat(
+        "gigpo", [0.0, 1.0, 0.0, 0.0], [0, 0, 1, 1], state_keys=[5, 6, 5, 7], **flat
+    )
+    as_tensor = compute_advantages_flat(
+        "gigpo", [0.0, 1.0, 0.0, 0.0], [0, 0, 1, 1], state_keys=torch.tensor([5, 6, 5, 7]), **flat
+    )
+    np.testing.assert_array_equal(as_list, as_tensor)
+    with pytest.raises(ValueError, match="hashable"):
+        compute_advantages_flat("gigpo", [0.0, 1.0], [0, 0], state_keys=[{"a": 1}, None], group_ids=[0, 0])
+
+
 def test_gigpo_state_keys_read_back_from_json_are_the_same_anchors():
     # Tuples come back from JSON as lists; they name the same states.
     as_tuples = [[("A", 1), ("B", (2, 3))], [("A", 1), ("C", ())]]

@@ -138,14 +138,15 @@ def test_a_call_in_the_familys_format_runs_and_its_result_comes_back_through_the
     # conversation so far, and the whole sequence is the template's rendering of the whole of it.
     sequence = episode.to_sequence()
     messages = episode.messages()
+    # (Llama's generation prompt ends in "\n\n": SmolLM2's GPT-2 pre-tokenizer splits that run when the
+    # action follows it in one string, Llama 3's own keeps newline runs whole; there the text is compared.)
+    exact_ids = family != "llama3.1"
     for k, (start, _) in enumerate(sequence.turn_spans):
         prompt = renderer.render(messages[: 2 * k + 1], add_generation_prompt=True)
-        assert sequence.token_ids[:start] == renderer.encode(prompt)
+        assert renderer.decode(sequence.token_ids[:start]) == prompt
+        assert sequence.token_ids[:start] == renderer.encode(prompt) or not exact_ids
     assert renderer.decode(sequence.token_ids) == renderer.render(messages, add_generation_prompt=False)
-    if family != "llama3.1":
-        # (Llama's prompt ends in "\n\n": SmolLM2's GPT-2 pre-tokenizer splits that run when text
-        # follows it in one string, Llama 3's own keeps newline runs whole; the text is the same.)
-        assert sequence.token_ids == full_render_ids(renderer, episode)
+    assert sequence.token_ids == full_render_ids(renderer, episode) or not exact_ids
     assert not episode.template_rewrites_history
     text = renderer.decode(second.prompt_ids)
     assert tool_turn in text and "sum: 5" in text  # the result sits in the template's tool turn
