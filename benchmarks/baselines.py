@@ -33,8 +33,8 @@ CONCURRENCY = 16  # episodes generated as one batch
 
 
 def baseline_envs() -> list[str]:
-    """Every game at easy settings (one id per game), then every offline task set outside the games."""
-    games = [i for i in gem_core.list_envs("game:*-v0-easy") if not any(f":{a}-" in i for a in ALIASES)]
+    """Every game at easy settings (gem_core's -v1 design, one id per game), then every offline task set outside the games."""
+    games = [i for i in gem_core.list_envs("game:*-v1-easy") if not any(f":{a}-" in i for a in ALIASES)]
     tasks = [
         i
         for i in gem_core.list_envs()

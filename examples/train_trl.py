@@ -8,85 +8,59 @@ GuessTheNumber, 1-10 in 4 turns):
 
 Results, wall time and the ablation behind each default: benchmarks/results/train_trl_default/README.md.
 
+The command line is TRL's: ``ScriptArguments`` below (the task, the model, the warm-up, the evaluation) and
+every field of ``GEMGRPOConfig`` (TRL's ``GRPOConfig`` plus the episode and advantage settings), with the
+defaults of ``GRPO_DEFAULTS``; ``--config file.yaml`` as in TRL's scripts. One TRL sample is one whole
+episode: ``--per_device_train_batch_size`` episodes go through one forward pass (here the whole step's
+batch, whose shared prefixes the learner computes once), ``--gradient_accumulation_steps`` such passes
+make a step, ``--num_generations`` episodes share a task seed (a GRPO group). ``--report_to tensorboard``
+(or ``wandb``, with ``WANDB_MODE=offline`` for no account) receives the same rows as ``metrics.csv``.
+
 vLLM generation on CPU: TRL's engine colocated in the training process, with vLLM's CPU build in an
 environment of its own (``GEM_VENV=.venv-vllm bash scripts/install.sh vllm``; on CPU
-``--vllm-gpu-memory-utilization`` is the share of RAM vLLM reserves; tests/adapters/trl/test_vllm_cpu.py
+``--vllm_gpu_memory_utilization`` is the share of RAM vLLM reserves; tests/adapters/trl/test_vllm_cpu.py
 runs this for 2 steps):
 
-    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python examples/train_trl.py --use-vllm --vllm-gpu-memory-utilization 0.05
+    VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python examples/train_trl.py --use_vllm --vllm_gpu_memory_utilization 0.05
 
-GPU with vLLM generation (``--vllm-mode server`` expects ``trl vllm-serve --model ...`` running and
-one training process); not run here (no GPU on the machine this was developed on):
+GPU with vLLM generation (``--vllm_mode server`` expects ``trl vllm-serve --model ...`` running and
+one training process); the tiny model's 2 steps ran on an H200 (benchmarks/results/gpu/):
 
-    python examples/train_trl.py --model Qwen/Qwen3-1.7B --use-vllm --vllm-mode colocate --warmup-episodes 0 \\
-        --episodes-per-step 128 --micro-batch-size 16 --num-generations 8 --max-turn-tokens 64 --total-steps 200
+    python examples/train_trl.py --model Qwen/Qwen3-1.7B --use_vllm --vllm_mode colocate --warmup_episodes 0 \\
+        --per_device_train_batch_size 16 --gradient_accumulation_steps 8 --num_generations 8 \\
+        --max_turn_tokens 64 --max_steps 200
 
 What runs, top to bottom: evaluate the model on fixed held-out seeds; warm it up with TRL's SFTTrainer on
 ``warmup_episodes`` games played by the env's scripted solver (``Env.solve_action``; the loss falls on the
-solver's moves only); evaluate again; then ``total_steps`` GRPO steps, each playing ``episodes_per_step``
-episodes (``num_generations`` per task seed) and turning their per-turn rewards into advantages with
-``gem_adapters.advantages`` (ReBN, gamma 0.9), the entropy kept above ``entropy_target`` by TRL's adaptive
-entropy bonus; evaluate at the end. The output directory receives ``metrics.csv`` (one row per step and
-evaluation), ``learning_curve.png`` and ``trajectories.jsonl`` (the evaluation and some training episodes).
-Every setting is a field of ``Args`` (``--help`` lists them).
+solver's moves only); evaluate again; then ``max_steps`` GRPO steps, each playing a batch of episodes and
+turning their per-turn rewards into advantages with the registered estimator (ReBN, gamma 0.9); evaluate
+at the end. The output directory receives ``metrics.csv`` (one row per step and evaluation, with where
+each step's seconds went), ``learning_curve.png`` and ``trajectories.jsonl`` (the evaluation and some
+training episodes).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is flagged experimental in TRL 1.16
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-from datasets import Dataset
-from transformers import HfArgumentParser, PrinterCallback, TrainerCallback, set_seed
-from trl import SFTConfig, SFTTrainer
-
-from gem_adapters.episode_stats import episode_stats
-from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
-from gem_adapters.policies.base import SamplingParams
-from gem_adapters.policies.transformers_policy import TransformersPolicy
-from gem_adapters.rollout import RolloutLimits, rollout
-from gem_adapters.run_log import RunLog
-from gem_adapters.trajectory import ChatRenderer, write_jsonl
-from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
-from gem_adapters.warmup import scripted_episodes, sft_rows
-
-# A worked game in the chat before the real one, using the hints: the format and the game's feedback
-# are in context even without the warm-up (SmolLM2-135M rarely answers in \boxed{} without it).
-DEMONSTRATION = [
-    {"role": "user", "content": "Guess my number between 1 and 10. Reply with your guess inside \\boxed{}."},
-    {"role": "assistant", "content": "\\boxed{5}"},
-    {"role": "user", "content": "5 is wrong: the number is higher."},
-    {"role": "assistant", "content": "\\boxed{8}"},
-    {"role": "user", "content": "8 is wrong: the number is lower."},
-    {"role": "assistant", "content": "\\boxed{7}"},
-    {"role": "user", "content": "Correct! The number was 7. Let's play again."},
-    {"role": "assistant", "content": "OK."},
-]
+from gem_adapters.warmup import GUESS_THE_NUMBER_WORKED_GAME
 
 
 @dataclass
-class Args:
-    # the task
+class ScriptArguments:
     env_id: str = field(default="game:GuessTheNumber-v1-easy", metadata={"help": "A gem_core env id."})
-    system_prompt: str | None = field(
-        default=None, metadata={"help": "System message (None: the template's)."}
-    )
     demonstration: str = field(
-        default=json.dumps(DEMONSTRATION),
+        default=json.dumps(GUESS_THE_NUMBER_WORKED_GAME),
         metadata={"help": "JSON list of chat messages shown before each episode (mask 0); '[]' for none."},
     )
-    max_turns: int | None = field(
-        default=None, metadata={"help": "Actions per episode (None: the env's limit)."}
-    )
-    max_turn_tokens: int = field(default=12, metadata={"help": "New tokens per turn."})
-    max_context_tokens: int = field(default=1024, metadata={"help": "Tokens per episode, prompt included."})
-    # the model
     model: str = field(
         default="smollm2",
         metadata={
@@ -96,7 +70,6 @@ class Args:
     enable_thinking: bool = field(
         default=False, metadata={"help": "Chat template switch of Qwen3-style models."}
     )
-    # the supervised warm-up
     warmup_episodes: int = field(
         default=64,
         metadata={"help": "Games played by the env's scripted solver to fine-tune on first (0: none)."},
@@ -104,53 +77,49 @@ class Args:
     warmup_epochs: float = 1.0
     warmup_learning_rate: float = 5e-5
     warmup_batch_size: int = 8
-    # the RL algorithm
-    advantage_estimator: str = field(
-        default="rebn", metadata={"help": "rebn | rebn_per_episode | grpo | dr_grpo | rloo | reinforce"}
-    )
-    gamma: float = field(default=0.9, metadata={"help": "Discount of per-turn rewards."})
-    learning_rate: float = 2e-5
-    lr_scheduler_type: str = field(default="constant", metadata={"help": "TRL/transformers scheduler name."})
-    total_steps: int = field(
-        default=12, metadata={"help": "GRPO optimizer steps; one batch of episodes each."}
-    )
-    episodes_per_step: int = 16
-    num_generations: int = field(default=2, metadata={"help": "Episodes per task seed (a GRPO group)."})
-    micro_batch_size: int = field(default=4, metadata={"help": "Episodes per forward/backward pass."})
-    temperature: float = 1.0
-    beta: float = field(default=0.0, metadata={"help": "KL coefficient to the initial model."})
-    entropy_target: float = field(
-        default=0.0,
-        metadata={
-            "help": "Entropy floor, nats/token: TRL's adaptive entropy bonus acts below it (0: no bonus)."
-        },
-    )
-    # evaluation and logging
     eval_episodes: int = field(default=32, metadata={"help": "Episodes of each evaluation (0: none)."})
     eval_every: int = field(
         default=0, metadata={"help": "Evaluate every N steps (0: before, after warm-up, end)."}
     )
     trajectories_per_step: int = field(default=4, metadata={"help": "Training episodes written per step."})
-    output_dir: str | None = field(default=None, metadata={"help": "Default: runs/trl-<env>-<time>."})
-    seed: int = 0
-    # hardware
     rollout_cache: str = field(
         default="auto",
         metadata={
             "help": "Evaluation rollouts: 'kv' (key/value cache reuse), 'none' (re-prefill) or 'auto'."
         },
     )
-    use_vllm: bool = False
-    vllm_mode: str = field(default="colocate", metadata={"help": "colocate | server"})
-    vllm_gpu_memory_utilization: float = 0.3
-    bf16: bool | None = field(default=None, metadata={"help": "Default: on a bf16-capable GPU only."})
-    gradient_checkpointing: bool = False
 
 
+# This example's settings of GEMGRPOConfig fields (the command line overrides any of them).
+GRPO_DEFAULTS = dict(
+    output_dir=f"runs/trl-{time.strftime('%Y%m%d-%H%M%S')}",
+    seed=0,
+    advantage_estimator="rebn",
+    gamma=0.9,
+    learning_rate=2e-5,
+    lr_scheduler_type="constant",
+    max_steps=12,
+    per_device_train_batch_size=16,  # episodes per step, in one forward pass over their prefix tree
+    gradient_accumulation_steps=1,
+    num_generations=2,
+    max_turn_tokens=12,
+    max_context_tokens=1024,
+    temperature=1.0,
+    beta=0.0,
+    logging_steps=1,
+    save_strategy="no",
+    report_to="none",
+    disable_tqdm=True,
+)
 EVAL_FIRST_SEED, WARMUP_FIRST_SEED = 1_000_000, 2_000_000  # training tasks use seeds below both
+# Where each GRPO step's seconds go and its minor page faults (thousands); the tokens through the learner
+# and in the batch's prefix tree (GEMGRPOTrainer's timing/* metrics).
+TIMINGS = ["rollout_s", "scoring_s", "forward_s", "backward_s", "optimizer_s", "faults_k"]
+TOKEN_COUNTS = ["learner_tokens", "unique_tokens"]
 COLUMNS = [
     "split", "phase", "step", "wall_s", "return", "success_rate", "turns", "format_error_rate",
     "invalid_move_rate", "hint_consistency", "tokens_per_s", "step_s", "loss", "entropy", "grad_norm",
+    *TIMINGS, *TOKEN_COUNTS,
 ]  # fmt: skip
 CONSOLE = {
     "split": "{:<5}", "step": "step {:4d}", "success_rate": "success {:.2f}", "return": "return {:+.3f}",
@@ -159,13 +128,36 @@ CONSOLE = {
 }  # fmt: skip
 
 
-def load_policy(args: Args):
-    if args.model == "tiny" and args.use_vllm:
-        raise ValueError("--use-vllm loads the model from disk (and needs head size >= 32): not 'tiny'")
-    if args.model == "tiny":
+def parse_args(argv: list[str] | None = None):
+    """``(ScriptArguments, GEMGRPOConfig)`` from the command line (TRL's parser; ``--help`` lists both)."""
+    print("train_trl: loading TRL for the command line ...", file=sys.stderr, flush=True)
+    from trl import TrlParser
+
+    from gem_adapters.advantages import estimator_names
+    from gem_adapters.trl import GEMGRPOConfig
+
+    parser = TrlParser((ScriptArguments, GEMGRPOConfig))
+    parser.set_defaults(**GRPO_DEFAULTS)
+    for action in parser._actions:  # the registered estimators, plugins included
+        if action.dest == "advantage_estimator":
+            action.help = f"{action.help} Registered here: {', '.join(estimator_names(values=False))}."
+    try:
+        return parser.parse_args_and_config(argv)
+    except ValueError as exc:  # a config that GEMGRPOConfig refuses: an error message, not a traceback
+        parser.error(str(exc))
+
+
+def load_policy(script: ScriptArguments, config):
+    from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
+
+    if script.model == "tiny" and config.use_vllm:
+        raise ValueError("--use_vllm loads the model from disk (and needs head size >= 32): not 'tiny'")
+    if script.model == "tiny":
         tokenizer = load_tokenizer("smollm2")
-        return tiny_causal_lm(tokenizer, seed=args.seed), tokenizer
-    return load_model(args.model), load_tokenizer(args.model)
+        model = tiny_causal_lm(tokenizer, seed=config.seed)
+    else:
+        model, tokenizer = load_model(script.model), load_tokenizer(script.model)
+    return model.to(config.device), tokenizer
 
 
 def hint_consistency(episodes) -> float:
@@ -180,6 +172,8 @@ def hint_consistency(episodes) -> float:
 
 
 def batch_row(episodes, split: str, phase: str, step: int) -> dict:
+    from gem_adapters.episode_stats import episode_stats
+
     stats = episode_stats(episodes)
     row = {k: stats[k] for k in ("return", "success_rate", "turns", "format_error_rate", "invalid_move_rate")}
     return {
@@ -191,197 +185,187 @@ def batch_row(episodes, split: str, phase: str, step: int) -> dict:
     }
 
 
-def evaluate(
-    model, tokenizer, renderer, args: Args, phase: str, step: int, log: RunLog, trajectories: Path
-) -> None:
-    """Play ``eval_episodes`` fixed seeds (disjoint from training) with the current weights and log them."""
-    if args.eval_episodes <= 0:
-        return
-    started = time.perf_counter()
-    policy = TransformersPolicy(model, tokenizer, seed=args.seed, cache=args.rollout_cache)
-    episodes = rollout(
-        [args.env_id] * args.eval_episodes,
-        policy,
-        renderer,
-        seeds=EVAL_FIRST_SEED,  # the same held-out games for every run seed
-        limits=RolloutLimits(args.max_turns, args.max_turn_tokens, args.max_context_tokens),
-        sampling=SamplingParams(max_new_tokens=args.max_turn_tokens, temperature=args.temperature),
-    )
-    policy.clear_cache()
-    seconds = time.perf_counter() - started
-    for e in episodes:
-        e.info.update(split="eval", phase=phase, step=step)
-    write_jsonl(trajectories, episodes, append=True)
-    row = batch_row(episodes, "eval", phase, step)
-    row.update(tokens_per_s=sum(e.num_generated_tokens for e in episodes) / seconds, step_s=seconds)
-    log.print_row(log.record(row), CONSOLE)
+class Run:
+    """What every phase of the run shares: settings, model, renderer, the log and the trajectories file."""
 
+    def __init__(self, script: ScriptArguments, config, model, tokenizer, renderer):
+        from gem_adapters.run_log import RunLog
 
-def warm_up(model, tokenizer, renderer, args: Args, out: Path, bf16: bool) -> None:
-    """Fine-tune on games the env's scripted solver plays (seeds disjoint from training and evaluation)."""
-    first_seed = WARMUP_FIRST_SEED + args.seed * args.warmup_episodes
-    episodes = scripted_episodes(
-        args.env_id,
-        range(first_seed, first_seed + args.warmup_episodes),
-        renderer,
-        lambda env: env.solve_action(),
-        max_turns=args.max_turns,
-    )
-    config = SFTConfig(
-        output_dir=str(out / "warmup"),
-        num_train_epochs=args.warmup_epochs,
-        per_device_train_batch_size=args.warmup_batch_size,
-        learning_rate=args.warmup_learning_rate,
-        lr_scheduler_type="constant",
-        max_length=None,
-        bf16=bf16,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        disable_tqdm=True,
-        seed=args.seed,
-    )
-    trainer = SFTTrainer(
-        model=model,
-        args=config,
-        train_dataset=Dataset.from_list(sft_rows(episodes)),
-        processing_class=tokenizer,
-    )
-    loss = trainer.train().training_loss
-    print(
-        f"warm-up: {len(episodes)} solver games, {trainer.state.global_step} steps, loss {loss:.4f}",
-        flush=True,
-    )
+        self.script, self.config, self.model, self.tokenizer, self.renderer = (
+            script, config, model, tokenizer, renderer,
+        )  # fmt: skip
+        self.out = Path(config.output_dir)
+        self.log = RunLog(self.out, COLUMNS, report_to=config.report_to)
+        self.trajectories = self.out / "trajectories.jsonl"
+        self.trajectories.write_text("")
 
+    def evaluate(self, model: Any, phase: str, step: int) -> None:
+        """Play ``eval_episodes`` fixed seeds (disjoint from training) with the current weights; log them."""
+        from gem_adapters.policies.base import SamplingParams
+        from gem_adapters.policies.transformers_policy import TransformersPolicy
+        from gem_adapters.rollout import RolloutLimits, rollout
+        from gem_adapters.timing import minor_faults
+        from gem_adapters.trajectory import write_jsonl
 
-def grpo_config(args: Args, out: Path):
-    if args.episodes_per_step % args.micro_batch_size:
-        raise ValueError("episodes_per_step must be a multiple of micro_batch_size")
-    return GEMGRPOConfig(
-        output_dir=str(out / "trainer"),
-        advantage_estimator=args.advantage_estimator,
-        gamma=args.gamma,
-        max_turns=args.max_turns,
-        max_turn_tokens=args.max_turn_tokens,
-        max_context_tokens=args.max_context_tokens,
-        learning_rate=args.learning_rate,
-        lr_scheduler_type=args.lr_scheduler_type,
-        max_steps=args.total_steps,
-        per_device_train_batch_size=args.micro_batch_size,
-        gradient_accumulation_steps=args.episodes_per_step // args.micro_batch_size,
-        num_generations=args.num_generations,
-        temperature=args.temperature,
-        beta=args.beta,
-        use_adaptive_entropy=args.entropy_target > 0,
-        entropy_target=args.entropy_target,
-        use_vllm=args.use_vllm,
-        vllm_mode=args.vllm_mode,
-        vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-        bf16=args.bf16,
-        gradient_checkpointing=args.gradient_checkpointing,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        disable_tqdm=True,
-        seed=args.seed,
-    )
-
-
-class LogSteps(TrainerCallback):
-    """Logs each GRPO step's batch of episodes (and evaluates every ``eval_every`` steps)."""
-
-    def __init__(self, trainer, tokenizer, renderer, args: Args, log: RunLog, trajectories: Path):
-        self.trainer, self.tokenizer, self.renderer, self.args = trainer, tokenizer, renderer, args
-        self.log, self.trajectories = log, trajectories
-        self.last = time.perf_counter()
-
-    def on_log(self, _args, state, _control, logs=None, **__):
-        if not logs or "env/return" not in logs:
-            return  # TRL's end-of-training summary
-        args, episodes = self.args, self.trainer.last_episodes
+        script, config = self.script, self.config
+        if script.eval_episodes <= 0:
+            return
+        started, faults = time.perf_counter(), minor_faults()
+        policy = TransformersPolicy(model, self.tokenizer, seed=config.seed, cache=script.rollout_cache)
+        episodes = rollout(
+            [script.env_id] * script.eval_episodes,
+            policy,
+            self.renderer,
+            seeds=EVAL_FIRST_SEED,  # the same held-out games for every run seed
+            limits=RolloutLimits(config.max_turns, config.max_turn_tokens, config.max_context_tokens),
+            sampling=SamplingParams(max_new_tokens=config.max_turn_tokens, temperature=config.temperature),
+        )
+        policy.clear_cache()
+        seconds = time.perf_counter() - started
         for e in episodes:
-            e.info.update(split="train", step=state.global_step)
-        write_jsonl(self.trajectories, episodes[: args.trajectories_per_step], append=True)
-        row = batch_row(episodes, "train", "rl", state.global_step)
+            e.info.update(split="eval", phase=phase, step=step)
+        write_jsonl(self.trajectories, episodes, append=True)
+        row = batch_row(episodes, "eval", phase, step)
         row.update(
-            tokens_per_s=logs["env/tokens_per_second"],
-            step_s=time.perf_counter() - self.last,
-            **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
+            tokens_per_s=sum(e.num_generated_tokens for e in episodes) / seconds,
+            step_s=seconds,
+            faults_k=(minor_faults() - faults) / 1000,
         )
         self.log.print_row(self.log.record(row), CONSOLE)
-        if (
-            args.eval_every
-            and state.global_step % args.eval_every == 0
-            and state.global_step < args.total_steps
-        ):
-            model = self.trainer.model
-            evaluate(
-                model,
-                self.tokenizer,
-                self.renderer,
-                args,
-                "rl",
-                state.global_step,
-                self.log,
-                self.trajectories,
+
+    def warm_up(self) -> None:
+        """Fine-tune on games the env's scripted solver plays (seeds disjoint from training and evaluation)."""
+        from trl import SFTConfig
+
+        from gem_adapters.trl import sft_warm_up
+
+        script, config = self.script, self.config
+        first_seed = WARMUP_FIRST_SEED + config.seed * script.warmup_episodes
+        sft_config = SFTConfig(
+            output_dir=str(self.out / "warmup"),
+            num_train_epochs=script.warmup_epochs,
+            per_device_train_batch_size=script.warmup_batch_size,
+            learning_rate=script.warmup_learning_rate,
+            lr_scheduler_type="constant",
+            max_length=None,
+            bf16=config.bf16,
+            gradient_checkpointing=config.gradient_checkpointing,  # SFTConfig turns it on unless told
+            logging_steps=1,
+            save_strategy="no",
+            report_to=[],
+            disable_tqdm=True,
+            seed=config.seed,
+        )
+        seeds = range(first_seed, first_seed + script.warmup_episodes)
+        trainer = sft_warm_up(
+            self.model,
+            self.tokenizer,
+            self.renderer,
+            script.env_id,
+            seeds,
+            sft_config,
+            max_turns=config.max_turns,
+        )
+        print(
+            f"warm-up: {script.warmup_episodes} solver games, {trainer.state.global_step} steps, "
+            f"loss {trainer.state.log_history[-1]['train_loss']:.4f}",
+            flush=True,
+        )
+
+
+def log_steps(run: Run, trainer):
+    """A TRL callback: each GRPO step's batch of episodes as a log row (and an evaluation every
+    ``eval_every`` steps)."""
+    from transformers import TrainerCallback
+
+    from gem_adapters.trajectory import write_jsonl
+
+    class LogSteps(TrainerCallback):
+        def __init__(self):
+            self.last = time.perf_counter()
+
+        def on_log(self, _args, state, _control, logs=None, **__):
+            if not logs or "env/return" not in logs:
+                return  # TRL's end-of-training summary
+            script, episodes = run.script, trainer.last_episodes
+            for e in episodes:
+                e.info.update(split="train", step=state.global_step)
+            write_jsonl(run.trajectories, episodes[: script.trajectories_per_step], append=True)
+            row = batch_row(episodes, "train", "rl", state.global_step)
+            row.update(
+                tokens_per_s=logs["env/tokens_per_second"],
+                step_s=time.perf_counter() - self.last,
+                **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
+                **{k: logs.get(f"timing/{k}", float("nan")) for k in TIMINGS + TOKEN_COUNTS},
             )
-        self.last = time.perf_counter()
+            run.log.print_row(run.log.record(row), CONSOLE)
+            if (
+                script.eval_every
+                and state.global_step % script.eval_every == 0
+                and state.global_step < state.max_steps
+            ):
+                run.evaluate(trainer.model, "rl", state.global_step)
+            self.last = time.perf_counter()
+
+    return LogSteps()
 
 
-def main(args: Args) -> dict:
-    set_seed(args.seed)
-    out = Path(
-        args.output_dir or f"runs/trl-{args.env_id.replace(':', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
-    log = RunLog(out, COLUMNS)
-    trajectories = out / "trajectories.jsonl"
-    trajectories.write_text("")
-    model, tokenizer = load_policy(args)
+def main(script: ScriptArguments, config) -> dict:
+    from transformers import PrinterCallback, set_seed
+
+    from gem_adapters.allocator import reuse_freed_memory
+    from gem_adapters.trajectory import ChatRenderer
+    from gem_adapters.trl import GEMGRPOTrainer, tasks_dataset
+
+    reuse_freed_memory()  # glibc keeps freed buffers for the next step instead of unmapping them
+    set_seed(config.seed)
+    model, tokenizer = load_policy(script, config)
     renderer = ChatRenderer(
         tokenizer,
-        args.system_prompt,
-        prefix_messages=json.loads(args.demonstration),
-        template_kwargs={"enable_thinking": args.enable_thinking},
+        config.system_prompt,
+        prefix_messages=json.loads(script.demonstration),
+        template_kwargs={"enable_thinking": script.enable_thinking},
     )
+    run = Run(script, config, model, tokenizer, renderer)
+    episodes_per_step = config.generation_batch_size
     print(
-        f"{args.model} on {args.env_id}: warm-up on {args.warmup_episodes} solver games, then {args.total_steps} "
-        f"GRPO steps x {args.episodes_per_step} episodes, {args.advantage_estimator} (gamma {args.gamma}), "
-        f"lr {args.learning_rate}, {'vLLM' if args.use_vllm else 'transformers'} generation -> {out}",
+        f"{script.model} on {script.env_id}: warm-up on {script.warmup_episodes} solver games, then "
+        f"{config.max_steps} GRPO steps x {episodes_per_step} episodes, {config.advantage_estimator} "
+        f"(gamma {config.gamma}), lr {config.learning_rate}, {'vLLM' if config.use_vllm else 'transformers'} "
+        f"generation, on {config.device.type} -> {run.out}",
         flush=True,
     )
-    config = grpo_config(args, out)  # resolves bf16 for this machine, for the warm-up too
-    evaluate(model, tokenizer, renderer, args, "start", 0, log, trajectories)
+    run.evaluate(model, "start", 0)
+    if script.warmup_episodes > 0:
+        run.warm_up()
+        run.evaluate(model, "warmup", 0)
 
-    if args.warmup_episodes > 0:
-        warm_up(model, tokenizer, renderer, args, out, config.bf16)
-        evaluate(model, tokenizer, renderer, args, "warmup", 0, log, trajectories)
-
-    num_tasks = args.total_steps * args.episodes_per_step // args.num_generations
+    num_tasks = config.max_steps * episodes_per_step // config.num_generations
     trainer = GEMGRPOTrainer(
         model=model,
         args=config,
-        train_dataset=tasks_dataset(args.env_id, num_tasks, first_seed=args.seed * num_tasks),
+        train_dataset=tasks_dataset(script.env_id, num_tasks, first_seed=config.seed * num_tasks),
         processing_class=tokenizer,
         renderer=renderer,
     )
     trainer.remove_callback(PrinterCallback)  # our log line replaces the raw dicts
-    trainer.add_callback(LogSteps(trainer, tokenizer, renderer, args, log, trajectories))
+    trainer.add_callback(log_steps(run, trainer))
     trainer.train()
-    evaluate(trainer.model, tokenizer, renderer, args, "end", args.total_steps, log, trajectories)
+    run.evaluate(trainer.model, "end", config.max_steps)
 
-    log.close()
-    log.plot(
+    run.log.close()
+    run.log.plot(
         ["success_rate", "return", "hint_consistency", "entropy"],
         titles=["success rate", "mean return", "guesses consistent with the hints", "entropy (nats/token)"],
-        title=f"{args.model} on {args.env_id}: warm-up + TRL GRPOTrainer, {args.advantage_estimator} (gamma {args.gamma})",
+        title=f"{script.model} on {script.env_id}: warm-up + TRL GRPOTrainer, {config.advantage_estimator} "
+        f"(gamma {config.gamma})",
         labels={"train": "training batch", "eval": "eval (fixed seeds)"},
     )
-    log.summarize(
+    run.log.summarize(
         {"success_rate": ".2f", "return": "+.3f", "hint_consistency": ".2f", "format_error_rate": ".2f"}
     )
-    return {"rows": log.rows, "output_dir": str(out)}
+    return {"rows": run.log.rows, "output_dir": str(run.out)}
 
 
 if __name__ == "__main__":
-    (cli_args,) = HfArgumentParser(Args).parse_args_into_dataclasses()
-    main(cli_args)
+    main(*parse_args())

@@ -8,7 +8,8 @@ learning-curve PNG and a first-to-last summary.
     log.summarize({"success_rate": ".2f", "return": "+.3f"})
 
 Rows are grouped by their ``split`` column (e.g. "train", "eval"; "all" when a row has none) in the
-plot and the summary; the x axis is the ``step`` column. Only the standard library is imported here (matplotlib when plotting).
+plot and the summary; the x axis is the ``step`` column. Only the standard library is imported here (matplotlib
+when plotting, TensorBoard or wandb when rows are mirrored to them).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ class RunLog:
     ``record`` keeps each row (unrounded) in ``rows`` and writes it with floats rounded to ``digits``
     decimals; a ``wall_s`` column, when there is one and the row lacks it, is filled with the seconds
     since the log was opened. A row with a key that is not a column is an error, not silently dropped.
+
+    ``report_to`` mirrors every row to where users look as well: ``"tensorboard"`` (event files in
+    ``output_dir/tensorboard``) and ``"wandb"`` (a run in ``output_dir``; ``WANDB_MODE=offline`` works
+    without an account). Each number of a row becomes the scalar ``<split>/<column>`` at the row's
+    ``step``, so the dashboards hold exactly what ``metrics.csv`` holds.
     """
 
     def __init__(
@@ -38,6 +44,7 @@ class RunLog:
         *,
         filename: str = "metrics.csv",
         digits: int = 4,
+        report_to: Sequence[str] = (),
     ) -> None:
         columns = list(columns)
         if not columns:
@@ -55,6 +62,7 @@ class RunLog:
         self._writer = csv.DictWriter(self._file, columns)
         self._writer.writeheader()
         self._file.flush()
+        self._mirrors = [_mirror(name, self.output_dir) for name in report_to if name != "none"]
 
     def record(self, row: dict) -> dict:
         """Write ``row`` (a dict column -> value; missing columns stay empty) and return it as kept."""
@@ -69,6 +77,15 @@ class RunLog:
             {k: round(v, self.digits) if isinstance(v, float) else v for k, v in row.items()}
         )
         self._file.flush()
+        if self._mirrors:
+            split, step = row.get("split", "all"), row.get("step", len(self.rows) - 1)
+            scalars = {
+                f"{split}/{k}": v
+                for k, v in row.items()
+                if k not in ("split", "step") and _number(v) is not None
+            }
+            for mirror in self._mirrors:
+                mirror.log(scalars, step)
         return row
 
     def print_row(
@@ -163,6 +180,9 @@ class RunLog:
 
     def close(self) -> None:
         self._file.close()
+        for mirror in self._mirrors:
+            mirror.close()
+        self._mirrors = []
 
     def __enter__(self) -> RunLog:
         return self
@@ -178,3 +198,40 @@ class RunLog:
 
 def _number(value) -> float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+class _TensorBoard:
+    def __init__(self, output_dir: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(output_dir / "tensorboard"))
+
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        for tag, value in scalars.items():
+            self.writer.add_scalar(tag, value, global_step=step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class _WandB:
+    def __init__(self, output_dir: Path) -> None:
+        import wandb
+
+        # the process-wide run, which the Trainer's own WandbCallback (report_to="wandb") logs to as well
+        self.run = wandb.run or wandb.init(dir=str(output_dir), name=output_dir.name)
+
+    def log(self, scalars: dict[str, float], step: int) -> None:
+        # rows of different splits share steps (evaluations between training steps): the step is a value
+        self.run.log({**scalars, "step": step})
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+def _mirror(name: str, output_dir: Path):
+    mirrors = {"tensorboard": _TensorBoard, "wandb": _WandB}
+    if name not in mirrors:
+        raise ValueError(f"RunLog report_to: {name!r} is not one of {sorted(mirrors)} (or 'none')")
+    return mirrors[name](output_dir)

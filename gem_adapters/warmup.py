@@ -1,8 +1,8 @@
 """Supervised warm-up data: episodes played by a scripted player, tokenised as a policy would have played them.
 
 A short supervised pass over such episodes teaches a small model the rules of a game (the move format,
-what the feedback means) before RL teaches it to win; ``examples/train_trl.py`` runs one with TRL's
-``SFTTrainer``. Each scripted action is encoded as the model would have generated it (the action's text,
+what the feedback means) before RL teaches it to win; ``gem_adapters.trl.sft_warm_up`` runs one with TRL
+(``examples/train_trl.py``). Each scripted action is encoded as the model would have generated it (the action's text,
 then the template's end-of-turn token), so ``Episode.to_sequence()`` gives the ids and the loss mask
 (1 on the actions only) exactly as for sampled episodes.
 """
@@ -15,6 +15,25 @@ from typing import Any
 from gem_adapters.trajectory import ChatRenderer, Episode, as_observation
 
 Player = Callable[[Any], str]  # the innermost game -> the next action's text
+
+# A worked game of GuessTheNumber shown in the chat before each episode (loss mask 0): with it the move
+# format and the game's feedback are in context even before any training (SmolLM2-135M rarely answers in
+# \boxed{} without it). ``ChatRenderer(..., prefix_messages=GUESS_THE_NUMBER_WORKED_GAME)``.
+GUESS_THE_NUMBER_WORKED_GAME = [
+    {"role": "user", "content": "Guess my number between 1 and 10. Reply with your guess inside \\boxed{}."},
+    {"role": "assistant", "content": "\\boxed{5}"},
+    {"role": "user", "content": "5 is wrong: the number is higher."},
+    {"role": "assistant", "content": "\\boxed{8}"},
+    {"role": "user", "content": "8 is wrong: the number is lower."},
+    {"role": "assistant", "content": "\\boxed{7}"},
+    {"role": "user", "content": "Correct! The number was 7. Let's play again."},
+    {"role": "assistant", "content": "OK."},
+]
+
+
+def solver(env: Any) -> str:
+    """The env's own scripted solver (``Env.solve_action``) as a ``Player``."""
+    return env.solve_action()
 
 
 def scripted_episodes(

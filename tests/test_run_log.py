@@ -95,3 +95,31 @@ def test_bad_columns_raise_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="after close"):
         log.record({"step": 1})
     assert read_csv(log.path) == []  # the rejected rows were not written
+
+
+def test_rows_are_mirrored_to_tensorboard_and_wandb(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    wandb = pytest.importorskip("wandb")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    rows = [
+        {"split": "eval", "step": 0, "return": -0.25},
+        {"split": "train", "step": 1, "return": 0.5, "loss": 0.125},
+        {"split": "eval", "step": 1, "return": 0.75},
+    ]
+    log = RunLog(tmp_path, COLUMNS, report_to=["tensorboard", "wandb"])
+    for row in rows:
+        log.record(row)
+    summary = dict(wandb.run.summary)
+    log.close()
+    assert summary["eval/return"] == 0.75 and summary["train/loss"] == 0.125 and summary["step"] == 1
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("eval/return")] == [(0, -0.25), (1, 0.75)]
+    assert [(e.step, e.value) for e in events.Scalars("train/loss")] == [(1, 0.125)]
+    assert "eval/split" not in events.Tags()["scalars"] and "eval/wall_s" in events.Tags()["scalars"]
+    with pytest.raises(ValueError, match="not one of"):
+        RunLog(tmp_path / "other", COLUMNS, report_to=["mlflow"])

@@ -183,14 +183,16 @@ class _Pool:
         self.length = 0
         self._free: list[int] = []  # a heap: the lowest free slot first keeps running slots together
 
-    def layer(self, index: int, like: Any) -> tuple[Any, Any]:
+    def layer(self, index: int, keys: Any, values: Any) -> tuple[Any, Any]:
+        """The pool's tensors of layer ``index``, allocated like that layer's new ``keys`` and ``values``
+        (their dtypes can differ: under autocast, rotary embeddings leave the keys in fp32)."""
         while len(self.keys) <= index:
             self.keys.append(None)
             self.values.append(None)
         if self.keys[index] is None:
-            shape = (self.slots, like.shape[1], self.length, like.shape[3])
+            shape = (self.slots, keys.shape[1], self.length, keys.shape[3])
             # zeros, not empty: masked-out columns must hold finite numbers (0 * NaN is NaN)
-            self.keys[index], self.values[index] = like.new_zeros(shape), like.new_zeros(shape)
+            self.keys[index], self.values[index] = keys.new_zeros(shape), values.new_zeros(shape)
         return self.keys[index], self.values[index]
 
     def resize(self, slots: int, length: int) -> None:
@@ -303,7 +305,7 @@ class _PoolCache:
 
     def update(self, key_states: Any, value_states: Any, layer_idx: int, cache_kwargs: Any = None) -> tuple:
         plan = self.plan
-        keys, values = plan.pool.layer(layer_idx, key_states)
+        keys, values = plan.pool.layer(layer_idx, key_states, value_states)
         keys[plan.slots, :, plan.positions] = key_states[0].transpose(0, 1)
         values[plan.slots, :, plan.positions] = value_states[0].transpose(0, 1)
         return keys, values

@@ -4,7 +4,9 @@
 (per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens), ``tasks_dataset`` /
 ``task_prompt`` / ``prompt_task`` (what the trainer's dataset holds: a ``gem_adapters.tasks.Task``'s
 env id and seed), ``make_rollout_func`` (the ``rollout_func`` that plays the episodes) and
-``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``).
+``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``), and ``GEMSFTTrainer`` / ``sft_warm_up`` (a
+supervised warm-up on episodes a scripted player plays). Both trainers compute each distinct prefix of a micro-batch
+once in the learner (``gem_adapters.prefix_tree``).
 
 Vision-language models train the same way: pass the model's processor as ``processing_class`` and
 ``tasks_dataset`` of an image env (e.g. ``math:GeometryFigures-v0-easy``), whose rows then carry the
@@ -22,6 +24,7 @@ from gem_adapters.trl.rollout import (
     task_prompt,
     tasks_dataset,
 )
+from gem_adapters.trl.sft import GEMSFTTrainer, sft_warm_up
 from gem_adapters.trl.trainer import GEMGRPOTrainer, episode_return
 from gem_adapters.trl.vllm_policy import VLLMPolicy
 
@@ -31,6 +34,7 @@ __all__ = [
     "GEMGRPOTrainer",
     "GEMPPOConfig",
     "GEMPPOTrainer",
+    "GEMSFTTrainer",
     "TurnCritic",
     "VLLMPolicy",
     "episode_return",
@@ -38,6 +42,7 @@ __all__ = [
     "make_rollout_func",
     "parse_task_prompt",
     "prompt_task",
+    "sft_warm_up",
     "task_prompt",
     "tasks_dataset",
 ]

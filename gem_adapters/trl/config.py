@@ -1,7 +1,7 @@
 """GEMGRPOConfig: TRL's ``GRPOConfig`` plus what it takes to play GEM episodes inside the trainer.
 
 The fields added here describe the episodes (turn limits, prompt) and the advantage estimator; every
-other field is TRL's and means what TRL says, with three points to know:
+other field is TRL's and means what TRL says, with four points to know:
 
 * one TRL sample is one whole episode, so ``per_device_train_batch_size`` and
   ``generation_batch_size`` count episodes and ``num_generations`` is the number of episodes that
@@ -9,7 +9,10 @@ other field is TRL's and means what TRL says, with three points to know:
 * ``max_completion_length`` is not the per-turn budget (that is ``max_turn_tokens``); TRL still uses
   it as the length normaliser of ``loss_type="dr_grpo"``;
 * ``bf16`` left unset means bf16 only on a GPU that supports it (TRL would turn it on everywhere, and
-  the Trainer then refuses to run on a CPU).
+  the Trainer then refuses to run on a CPU);
+* ``gradient_checkpointing`` defaults to False (TRL's to True): the learner computes each distinct
+  prefix of a micro-batch once (``share_prefixes``), which needs no recomputation to fit in memory and
+  does not run under it (the trainer then warns and uses TRL's padded forward).
 """
 
 from __future__ import annotations
@@ -42,6 +45,28 @@ class GEMGRPOConfig(GRPOConfig):
     system_prompt: str | None = field(
         default=None, metadata={"help": "System message before each episode's first observation."}
     )
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata={
+            "help": "Recompute activations in the backward pass (TRL's default is True). Off here: the learner's "
+            "prefix tree keeps only the batch's distinct tokens' activations, and runs only without it."
+        },
+    )
+    share_prefixes: bool = field(
+        default=True,
+        metadata={
+            "help": "Compute each distinct prefix of a micro-batch's episodes once in the learner's forward "
+            "(gem_adapters.prefix_tree; TRL's padded forward where the model does not allow it)."
+        },
+    )
+
+    max_tree_tokens: int | None = field(
+        default=1024,
+        metadata={
+            "help": "The most tokens one prefix-tree forward keeps activations for: a micro-batch whose tree is "
+            "larger is split into groups recomputed in the backward pass (memory bounded; None: one tree)."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.bf16 is None and not self.fp16:
@@ -55,6 +80,8 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError("max_turn_tokens must be at least 1")
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if self.max_tree_tokens is not None and self.max_tree_tokens < 1:
+            raise ValueError("max_tree_tokens must be at least 1 (or None)")
         from gem_adapters.advantages import get_estimator
 
         try:

@@ -23,10 +23,18 @@ latest generation batch (e.g. to record them with ``gem_adapters.jsonl.write_jso
 
 After every optimizer step the trainer calls ``mark_weights_updated(model)``, so a generation
 engine never reuses key/value caches of the previous weights (``TransformersPolicy(cache="kv")``).
+
+Where a step's time goes is logged with it (``gem_adapters.timing.PhaseClock``), in seconds:
+``timing/rollout_s`` (playing the episodes), ``timing/scoring_s`` (the rest of TRL's generation batch:
+rewards, any extra logprob passes, advantages), ``timing/forward_s`` (the loss's forward passes),
+``timing/backward_s``, ``timing/optimizer_s``, and ``timing/step_s`` (all of it, from the first
+micro-batch to the optimizer step's end); ``timing/faults_k`` counts the minor page faults of the step
+in thousands.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,11 +44,13 @@ from accelerate.utils import gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
+from gem_adapters import prefix_tree
 from gem_adapters.advantages import compute_advantages, turn_values_to_tokens
 from gem_adapters.chat_renderer import ChatRenderer
 from gem_adapters.episode import Episode
 from gem_adapters.episode_stats import episode_stats
 from gem_adapters.policies.base import mark_weights_updated
+from gem_adapters.timing import PhaseClock, minor_faults
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.rollout import episode_to_sample, make_rollout_func
 from gem_adapters.trl.vllm_sync import use_reload_weights_sync
@@ -59,6 +69,45 @@ class WeightsVersionCallback(TrainerCallback):
     ) -> None:
         if model is not None:
             mark_weights_updated(model)
+
+
+class StepTimingCallback(TrainerCallback):
+    """Logs ``trainer.clock``'s phases of each optimizer step as ``timing/*`` metrics (module docstring)."""
+
+    def __init__(self, trainer: GEMGRPOTrainer):
+        self.trainer = trainer
+        self._step_started: tuple[float, int] | None = None
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._step_started = (time.perf_counter(), minor_faults())
+
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._optimizer_started = time.perf_counter()
+
+    def on_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.trainer.clock.add("optimizer", time.perf_counter() - self._optimizer_started)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._step_started is None:
+            return
+        started, faults = self._step_started
+        taken = self.trainer.clock.take()
+        phases = taken.seconds
+        generation = phases.get("generation_batch", 0.0)
+        timings = {
+            "rollout_s": phases.get("rollout", 0.0),
+            "scoring_s": generation - phases.get("rollout", 0.0),
+            "forward_s": phases.get("forward", 0.0),
+            "backward_s": phases.get("training_step", 0.0) - generation - phases.get("forward", 0.0),
+            "optimizer_s": phases.get("optimizer", 0.0),
+            "step_s": time.perf_counter() - started,
+            "faults_k": (minor_faults() - faults) / 1000,
+            # tokens through the learner's forward passes; tokens of the generation batch's prefix tree
+            "learner_tokens": taken.counts.get("learner_tokens", 0),
+            "unique_tokens": taken.counts.get("unique_tokens", 0),
+        }
+        for name, value in timings.items():
+            self.trainer._metrics["train"][f"timing/{name}"].append(value)
 
 
 class GEMGRPOTrainer(GRPOTrainer):
@@ -95,22 +144,97 @@ class GEMGRPOTrainer(GRPOTrainer):
             max_turn_tokens=args.max_turn_tokens,
             max_context_tokens=args.max_context_tokens,
         )
+        self.clock = PhaseClock()
         super().__init__(
             model=model,
             reward_funcs=reward_funcs or episode_return,
             args=args,
             train_dataset=train_dataset,
             processing_class=processing_class,
-            rollout_func=rollout_func,
+            rollout_func=self._timed_rollout(rollout_func),
             **kwargs,
         )
         self.last_episodes: list[Episode] = []
         self.last_advantages: torch.Tensor | None = None
         self.add_callback(WeightsVersionCallback())
+        self.add_callback(StepTimingCallback(self))
         if self.use_vllm:  # TRL's colocated sync cannot load into vLLM's CPU backend (see vllm_sync)
             use_reload_weights_sync(self.vllm_generation)
 
+    def _timed_rollout(self, rollout_func: Any) -> Any:
+        def timed(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+            with self.clock.phase("rollout"):
+                return rollout_func(prompts, trainer)
+
+        return timed
+
+    def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
+        with self.clock.phase("training_step"):
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    def compute_loss(self, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.clock.phase("forward"):
+            return super().compute_loss(model, inputs, *args, **kwargs)
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **multimodal: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """TRL's log probabilities of the completion tokens (and entropies), from one forward over the
+        batch's prefix tree (``gem_adapters.prefix_tree``) where the model allows it; otherwise TRL's own
+        padded forward."""
+        why_not = self._why_not_shared(model, compute_aux_loss, multimodal, attention_mask)
+        if why_not is not None:
+            prefix_tree.warn_once(
+                f"GEMGRPOTrainer: TRL's padded forward instead of the prefix tree: {why_not}"
+            )
+            self.clock.count("learner_tokens", input_ids.numel())
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
+                compute_aux_loss, **multimodal,
+            )  # fmt: skip
+        scored = torch.zeros_like(attention_mask)
+        scored[:, -logits_to_keep:] = 1
+        with self.accelerator.autocast():
+            out = prefix_tree.token_logprobs(
+                model,
+                input_ids,
+                attention_mask,
+                scored,
+                self.temperature,
+                compute_entropy=compute_entropy,
+                max_tree_tokens=self.args.max_tree_tokens,
+            )
+        self.clock.count("learner_tokens", out.tokens)
+        entropy = None if out.entropy is None else out.entropy[:, -logits_to_keep:]
+        return out.logprobs[:, -logits_to_keep:], entropy, None
+
+    def _why_not_shared(
+        self, model: Any, compute_aux_loss: bool, multimodal: dict[str, Any], attention_mask: torch.Tensor
+    ) -> str | None:
+        """None if the learner's forward can run over the batch's prefix tree, else why not."""
+        if not self.args.share_prefixes:
+            return "share_prefixes=False"
+        if compute_aux_loss or any(value is not None for value in multimodal.values()):
+            return "images or a mixture-of-experts auxiliary loss"
+        if self.accelerator.unwrap_model(model) is not model:
+            return "the model is wrapped for distributed training (its wrapper owns the forward)"
+        if not prefix_tree.contiguous_rows(attention_mask):
+            return "a row's attention mask has holes"
+        return prefix_tree.supports_model(model)
+
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        with self.clock.phase("generation_batch"):
+            return self._score_episodes(inputs)
+
+    def _score_episodes(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
         # TRL merged the rollout's extra fields into ``inputs``: each row now holds its episode.
         episodes = [row["episode"] for row in inputs]
@@ -118,6 +242,10 @@ class GEMGRPOTrainer(GRPOTrainer):
         advantages = self.token_advantages(episodes, width).to(output["completion_ids"].device)
         output["advantages"] = advantages
         self.last_episodes, self.last_advantages = episodes, advantages
+        samples = [episode_to_sample(e) for e in episodes]
+        self.clock.count(
+            "unique_tokens", len(prefix_tree.PrefixTree([s.prompt_ids + s.completion_ids for s in samples]))
+        )
         self._log_episodes(episodes, float(inputs[0].get("rollout_seconds", float("nan"))))
         return output
 

@@ -326,3 +326,19 @@ def test_weights_changing_mid_generation_recompute_the_running_sequences(tokeniz
     expected = [logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(ids)][2:]
     assert request.generation.logprobs[2:] == pytest.approx(expected, abs=1e-4)
     assert ids[2:] == [int(logp[len(prompt) - 1 + k].argmax()) for k in range(2, len(ids))]
+
+
+def test_generation_under_bf16_autocast(tokenizer):
+    """Under autocast the rotary embeddings leave keys in fp32 while values are bf16 (as in a trainer that
+    prepared the model for bf16): the pool keeps each in its own dtype, and greedy ids match re-prefill's."""
+    from gem_adapters.models import tiny_causal_lm
+
+    model = tiny_causal_lm(tokenizer, seed=5).eval()
+    prompts = [[1, 5, 9, 14, 3], [1, 5, 9, 20], [7, 7]]
+    params = SamplingParams(max_new_tokens=6, temperature=0.0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        kv = TransformersPolicy(model, tokenizer, seed=0, cache="kv").generate(prompts, params)
+        none = TransformersPolicy(model, tokenizer, seed=0, cache="none").generate(prompts, params)
+    assert [g.token_ids for g in kv] == [g.token_ids for g in none]
+    for a, b in zip(kv, none):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=0.05)

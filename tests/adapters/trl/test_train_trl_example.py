@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,26 +27,21 @@ def example():
     return module
 
 
-def tiny_args(example, output_dir, **overrides):
-    settings = dict(
-        model="tiny",
-        total_steps=1,
-        episodes_per_step=4,
-        micro_batch_size=2,
-        num_generations=2,
-        max_turn_tokens=4,
-        eval_episodes=2,
-        trajectories_per_step=3,
-        warmup_episodes=4,
-        warmup_batch_size=2,
-        output_dir=str(output_dir),
-    )
-    return example.Args(**{**settings, **overrides})
+def tiny_args(example, output_dir, *extra: str):
+    """The example's own command line for a tiny run: one step of 4 episodes in pairs."""
+    return example.parse_args(
+        [
+            "--model", "tiny", "--max_steps", "1", "--per_device_train_batch_size", "4",
+            "--num_generations", "2", "--max_turn_tokens", "4", "--eval_episodes", "2",
+            "--trajectories_per_step", "3", "--warmup_episodes", "4", "--warmup_batch_size", "2",
+            "--output_dir", str(output_dir), *extra,
+        ]
+    )  # fmt: skip
 
 
 def test_one_tiny_step_writes_metrics_curve_and_trajectories(example, tmp_path):
-    args = tiny_args(example, tmp_path)
-    example.main(args)
+    script, config = tiny_args(example, tmp_path)
+    example.main(script, config)
 
     with open(tmp_path / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
@@ -66,7 +62,7 @@ def test_one_tiny_step_writes_metrics_curve_and_trajectories(example, tmp_path):
     assert all(e.env_id == "game:GuessTheNumber-v1-easy" and e.num_turns == 4 for e in episodes)
     assert all(len(t.action_ids) <= 4 for e in episodes for t in e.turns)
     # The worked example is context before the first observation (template tokens, no loss).
-    demonstration = json.loads(args.demonstration)
+    demonstration = json.loads(script.demonstration)
     assert demonstration and all(e.prefix_messages == demonstration for e in episodes)
 
     png = (tmp_path / "learning_curve.png").read_bytes()
@@ -81,34 +77,100 @@ def test_a_run_is_deterministic_for_its_seed(example, tmp_path):
     runs = []
     for name in ("first", "second"):
         # temperature 1 and a few more tokens, so sampling and the update have something to differ on
-        example.main(tiny_args(example, tmp_path / name, max_turn_tokens=6, learning_rate=1e-3))
+        example.main(
+            *tiny_args(example, tmp_path / name, "--max_turn_tokens", "6", "--learning_rate", "1e-3")
+        )
         with open(tmp_path / name / "metrics.csv") as f:
-            rows = [{k: v for k, v in row.items() if k not in TIMINGS} for row in csv.DictReader(f)]
+            timings = TIMINGS | set(example.TIMINGS)
+            rows = [{k: v for k, v in row.items() if k not in timings} for row in csv.DictReader(f)]
         actions = [
             [t.action_ids for t in e.turns] for e in read_jsonl(tmp_path / name / "trajectories.jsonl")
         ]
         runs.append((rows, actions))
     assert runs[0] == runs[1]
     assert float(runs[0][0][2]["grad_norm"]) > 0  # the step really updated the weights
-    other = tiny_args(example, tmp_path / "other-seed", max_turn_tokens=6, learning_rate=1e-3, seed=1)
-    example.main(other)
+    other = tiny_args(
+        example, tmp_path / "other-seed", "--max_turn_tokens", "6", "--learning_rate", "1e-3", "--seed", "1"
+    )
+    example.main(*other)
     actions = [
         [t.action_ids for t in e.turns] for e in read_jsonl(tmp_path / "other-seed" / "trajectories.jsonl")
     ]
     assert actions != runs[0][1]
 
 
-def test_gpu_flags_parse(example):
-    from transformers import HfArgumentParser
+def test_the_command_line_is_trls(example):
+    script, config = example.parse_args(
+        [
+            "--model",
+            "Qwen/Qwen3-1.7B",
+            "--use_vllm",
+            "--vllm_mode",
+            "server",
+            "--per_device_train_batch_size",
+            "128",
+        ]
+    )
+    assert (script.model, config.use_vllm, config.vllm_mode, config.generation_batch_size) == (
+        "Qwen/Qwen3-1.7B", True, "server", 128,
+    )  # fmt: skip
+    script, config = example.parse_args([])
+    assert script.model == "smollm2" and config.advantage_estimator == "rebn" and config.gamma == 0.9
+    assert (config.max_steps, config.generation_batch_size, config.num_generations, config.seed) == (
+        12,
+        16,
+        2,
+        0,
+    )
 
-    (args,) = HfArgumentParser(example.Args).parse_args_into_dataclasses(
-        ["--model", "Qwen/Qwen3-1.7B", "--use-vllm", "--vllm-mode", "server", "--episodes-per-step", "128"]
+
+def run_example(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(EXAMPLE), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=EXAMPLE.parents[1],
     )
-    assert (args.model, args.use_vllm, args.vllm_mode, args.episodes_per_step) == (
-        "Qwen/Qwen3-1.7B",
-        True,
-        "server",
-        128,
-    )
-    (defaults,) = HfArgumentParser(example.Args).parse_args_into_dataclasses([])
-    assert defaults.model == "smollm2" and defaults.advantage_estimator == "rebn" and defaults.gamma == 0.9
+
+
+def test_help_lists_the_registered_estimators_and_bad_settings_are_errors(example):
+    from gem_adapters.advantages import estimator_names
+
+    helped = run_example("--help")
+    assert helped.returncode == 0
+    assert "loading TRL" in helped.stderr  # says something before the imports
+    text = " ".join(helped.stdout.split())
+    for name in estimator_names(values=False):
+        assert name in text
+    assert "--warmup_episodes" in text and "--per_device_train_batch_size" in text
+    for argv, message in (
+        (["--advantage_estimator", "gae"], "GEMPPOTrainer"),
+        (["--advantage_estimator", "gem_nope"], "unknown advantage_estimator"),
+    ):
+        failed = run_example(*argv)
+        assert failed.returncode == 2, failed.stderr[-2000:]
+        assert message in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_report_to_tensorboard_and_wandb_get_the_metrics_csv_rows(example, tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))  # nothing lands in the working directory
+    script, config = tiny_args(example, tmp_path, "--report_to", "tensorboard")
+    assert config.report_to == ["tensorboard"]
+    config.report_to = ["tensorboard", "wandb"]  # both at once (the command line takes one name)
+    example.main(script, config)
+    with open(tmp_path / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    for row in rows:
+        for column in ("success_rate", "return", "turns"):
+            scalars = [e for e in events.Scalars(f"{row['split']}/{column}") if e.step == int(row["step"])]
+            assert scalars and scalars[-1].value == pytest.approx(float(row[column]), abs=1e-4)
+    # wandb's offline run holds the same rows (its contents are checked in tests/test_run_log.py)
+    runs = list(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(runs) == 1 and runs[0].stat().st_size > 0

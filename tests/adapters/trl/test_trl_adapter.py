@@ -126,6 +126,7 @@ def test_task_prompts_round_trip():
 def test_config_picks_fp32_on_cpu_and_checks_the_estimator(tmp_path):
     config = GEMGRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2)
     assert config.bf16 is (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    assert not config.gradient_checkpointing and config.share_prefixes  # the prefix tree runs by default
     with pytest.raises(ValueError, match="unknown advantage_estimator"):
         GEMGRPOConfig(output_dir=str(tmp_path), advantage_estimator="ppo")
 
@@ -238,3 +239,27 @@ def test_episode_samples_and_logged_metrics(rebn_run):
     assert logged["env/return"] == pytest.approx(np.mean([e.total_reward for e in episodes]))
     assert logged["env/tokens_per_second"] > 0
     assert json.loads(rows[0]["prompt"])["env_id"] == TEST_ENV
+
+
+def test_the_learner_shares_prefixes_with_the_padded_forwards_loss(rebn_run):
+    """One forward over the batch's prefix tree gives TRL's padded forward's loss and gradients."""
+    from tests.adapters.test_prefix_tree import assert_same_gradient
+
+    trainer = rebn_run[0]
+    inputs = trainer.loss_inputs[0]
+    results = {}
+    for share in (False, True):
+        trainer.args.share_prefixes = share
+        trainer.model.zero_grad()
+        loss = trainer._compute_loss(trainer.model, inputs)
+        loss.backward()
+        results[share] = (loss.detach(), {n: p.grad.clone() for n, p in trainer.model.named_parameters()})
+    trainer.args.share_prefixes = True
+    torch.testing.assert_close(results[True][0], results[False][0], atol=1e-6, rtol=1e-5)
+    for name, grad in results[True][1].items():
+        assert_same_gradient(grad, results[False][1][name], name)
+    # The step logged how many tokens went through the learner and how many the batch's tree holds.
+    logged = trainer.state.log_history[0]
+    width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
+    assert 0 < logged["timing/unique_tokens"] <= logged["timing/learner_tokens"] < 6 * width
+    assert logged["timing/forward_s"] > 0 and logged["timing/backward_s"] > 0

@@ -199,11 +199,11 @@ def test_trl_own_colocated_sync_still_fails_on_vllm_cpu(run):
 
 
 def test_the_example_trains_smollm2_with_use_vllm(tmp_path):
-    """``examples/train_trl.py --use-vllm`` end to end: SmolLM2-135M (head size 64) in TRL's colocated
+    """``examples/train_trl.py --use_vllm`` end to end: SmolLM2-135M (head size 64) in TRL's colocated
     engine, two steps (two syncs), in a process of its own (one vLLM engine per process)."""
     example = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "train_trl.py")
-    flags = "--use-vllm --vllm-gpu-memory-utilization 0.05 --warmup-episodes 0 --total-steps 2 --episodes-per-step 2"
-    flags += f" --micro-batch-size 2 --num-generations 2 --max-turn-tokens 4 --eval-episodes 0 --output-dir {tmp_path}"
+    flags = "--use_vllm --vllm_gpu_memory_utilization 0.05 --warmup_episodes 0 --max_steps 2"
+    flags += f" --per_device_train_batch_size 2 --num_generations 2 --max_turn_tokens 4 --eval_episodes 0 --output_dir {tmp_path}"
     # TRL's colocate mode exported the fixture's torch.distributed variables: a new run picks its own.
     env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED_VARIABLES}
     result = subprocess.run(
