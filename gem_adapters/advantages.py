@@ -8,6 +8,15 @@ The layout is flat, one entry per turn, so that any trainer's batch maps onto it
   ``group_ids[i]``    the group of that episode: episodes that share an initial state (GRPO-style
                       baselines); every turn of an episode must carry the same group
   ``values[i]``       a critic's value of the state before turn ``i`` (GAE only)
+  ``state_keys[i]``   the env's state key before turn ``i`` (``gem_core.Env.state_key()``: any
+                      hashable, equal exactly when the states are the same; None: no anchor), GiGPO only
+
+Per-turn rewards, the contract for every estimator and every env (ours or not): one entry per
+assistant turn, ``float`` or ``None``. ``None`` means the env gave that turn no reward signal and
+counts as a reward of 0: the turn's return ``G_t`` is then the discounted sum of the later rewards,
+so it still receives credit for what followed it, and its episode's return is the sum of the turns
+that have a reward. Non-finite rewards (NaN, inf) are an error, not a missing signal
+(``docs/per-turn-rewards.md``).
 
 With ``G_t = r_t + gamma * G_{t+1}`` the discounted return from turn ``t`` and ``R = G_0`` the
 episode's return, the estimators give, per turn:
@@ -27,9 +36,20 @@ episode's return, the estimators give, per turn:
   dr_grpo     ``R - mean_g`` (Dr. GRPO: no std)
   rloo        ``R - mean of the other episodes' R in the group``
   gae         turn-level GAE(gamma, lam) from per-turn values; an episode's end is terminal
+  gigpo       GiGPO (Feng et al. 2025, "Group-in-Group Policy Optimization for LLM Agent
+              Training"): ``A^E + omega * A^S``. The episode-level ``A^E = (R - mean_g) /
+              (std_g + eps)`` over the group's undiscounted episode returns ``R = sum_t r_t``
+              (the paper's Eq. 3); the step-level ``A^S = (G_t - mean_s) / (std_s + eps)`` over the
+              step group ``s`` of turn ``t``: every turn, of any episode of the same group and at
+              any position, whose state key before the action is the same (an anchor state, Eq. 6;
+              ``G_t`` the discounted return, Eq. 5). Sample std (ddof=1), omega = 1 (Eq. 8).
+              A turn without a state key, or alone in its step group, has ``A^S = 0``
+  gigpo_no_std
+              GiGPO with both levels centred but not scaled (the paper's "w/o std" variant,
+              verl-agent's ``mean_norm``): ``(R - mean_g) + omega * (G_t - mean_s)``
   ==========  ==================================================================================
 
-A group of one episode has no baseline: grpo, dr_grpo and rloo give it advantage 0.
+A group of one episode has no baseline: grpo, dr_grpo, rloo and gigpo's episode level give it 0.
 
 Numbers are computed once, in float64 numpy. Torch tensors are accepted and returned (same device
 and dtype as the rewards); they are converted at the boundary, so numpy and torch callers get the
@@ -69,12 +89,13 @@ class Estimator:
     """A registered estimator: ``fn(batch: TurnBatch, *, gamma, lam, eps, reduce_fn) -> per-turn float64
     array`` and what it needs besides rewards. Adapters read these flags to offer only what their
     trainer can feed: ``needs_values`` (a critic's per-turn values), ``needs_groups`` (group ids of
-    episodes that share an initial state)."""
+    episodes that share an initial state), ``needs_state_keys`` (each turn's env state key)."""
 
     name: str
     fn: EstimatorFn
     needs_values: bool = False
     needs_groups: bool = False
+    needs_state_keys: bool = False
 
     def __call__(self, batch: TurnBatch, **kwargs: Any) -> np.ndarray:
         return self.fn(batch, **kwargs)
@@ -85,7 +106,7 @@ _LISTENERS: list[Callable[[Estimator], None]] = []
 
 
 def register_estimator(
-    name: str, *, needs_values: bool = False, needs_groups: bool = False
+    name: str, *, needs_values: bool = False, needs_groups: bool = False, needs_state_keys: bool = False
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Register ``fn`` under ``name`` (a decorator). Every adapter sees it at once, in this process;
     for every process of a trainer (verl's and OpenRLHF's Ray workers), register it in a module named
@@ -94,7 +115,9 @@ def register_estimator(
     def decorate(fn: EstimatorFn) -> EstimatorFn:
         if name in ESTIMATORS:
             raise ValueError(f"estimator {name!r} is already registered")
-        estimator = Estimator(name, fn, needs_values=needs_values, needs_groups=needs_groups)
+        estimator = Estimator(
+            name, fn, needs_values=needs_values, needs_groups=needs_groups, needs_state_keys=needs_state_keys
+        )
         ESTIMATORS[name] = estimator
         for listener in list(_LISTENERS):
             listener(estimator)
@@ -111,13 +134,15 @@ def on_register(listener: Callable[[Estimator], None]) -> None:
         listener(estimator)
 
 
-def estimator_names(*, values: bool = False, groups: bool = True) -> list[str]:
-    """The registered names usable by a trainer that can (``True``) or cannot supply per-turn values
-    and group ids."""
+def estimator_names(*, values: bool = False, groups: bool = True, state_keys: bool = False) -> list[str]:
+    """The registered names usable by a trainer that can (``True``) or cannot supply per-turn values,
+    group ids and per-turn state keys."""
     return sorted(
         e.name
         for e in ESTIMATORS.values()
-        if (values or not e.needs_values) and (groups or not e.needs_groups)
+        if (values or not e.needs_values)
+        and (groups or not e.needs_groups)
+        and (state_keys or not e.needs_state_keys)
     )
 
 
@@ -152,7 +177,9 @@ class TurnBatch:
 
     ``episode[i]`` is turn ``i``'s episode as an index ``0..E-1`` and ``position[i]`` its turn number
     within that episode; ``lengths[e]`` counts episode ``e``'s turns; ``group[e]`` is episode ``e``'s
-    group as an index ``0..G-1`` (None without group ids).
+    group as an index ``0..G-1`` (None without group ids); ``state[i]`` is turn ``i``'s state key as an
+    index ``0..S-1``, -1 for a turn without one (None without state keys). ``rewards`` has 0.0 for a
+    turn whose reward was None.
     """
 
     rewards: np.ndarray
@@ -161,12 +188,13 @@ class TurnBatch:
     lengths: np.ndarray
     group: np.ndarray | None
     values: np.ndarray | None
+    state: np.ndarray | None = None
 
     @classmethod
     def from_arrays(
-        cls, rewards: Any, episode_ids: Any, group_ids: Any = None, values: Any = None
+        cls, rewards: Any, episode_ids: Any, group_ids: Any = None, values: Any = None, state_keys: Any = None
     ) -> TurnBatch:
-        r = _to_numpy(rewards)
+        r = turn_rewards_array(rewards)
         ep = _to_numpy(episode_ids, dtype=None)
         if r.ndim != 1 or ep.shape != r.shape:
             raise ValueError(f"rewards {r.shape} and episode_ids {ep.shape} must be 1-D of equal length")
@@ -193,7 +221,16 @@ class TurnBatch:
             v = _to_numpy(values)
             if v.shape != r.shape:
                 raise ValueError(f"values {v.shape} must match rewards {r.shape}")
-        return cls(r, episode, position, lengths, group, v)
+        state = None
+        if state_keys is not None:
+            keys = state_keys.tolist() if _is_torch(state_keys) else list(state_keys)
+            if len(keys) != len(r):
+                raise ValueError(f"{len(keys)} state keys for {len(r)} turns")
+            try:
+                state = _group_codes(keys, missing=-1)
+            except TypeError as exc:
+                raise ValueError(f"a state key must be hashable plain data ({exc})") from None
+        return cls(r, episode, position, lengths, group, v, state)
 
     @property
     def num_episodes(self) -> int:
@@ -226,6 +263,14 @@ class TurnBatch:
         if self.group is None:
             raise ValueError(f"the {name!r} estimator needs group_ids (episodes that share an initial state)")
         return self.group
+
+    def require_state(self, name: str) -> np.ndarray:
+        if self.state is None:
+            raise ValueError(
+                f"the {name!r} estimator needs state_keys (each turn's env state key, Turn.state_key, "
+                "recorded by gem_adapters.rollout); this trainer's advantage hook does not receive them"
+            )
+        return self.state
 
 
 # ---- estimators ---------------------------------------------------------------------------------
@@ -268,38 +313,43 @@ def rebn_per_episode(
     return (returns - mean) / (std + eps) * weight * (turns / episodes)
 
 
-def _group_stats(
-    batch: TurnBatch, name: str, gamma: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per episode: its return, its group's size, sum of returns and sum of squared deviations."""
+def _group_totals(batch: TurnBatch, name: str, gamma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per episode: its return, its group's size and its group's sum of returns."""
     group = batch.require_groups(name)
     episode_return = batch.episode_returns(gamma)
     size = np.bincount(group).astype(np.float64)
     total = np.bincount(group, weights=episode_return)
-    mean = total / size
-    squares = np.bincount(group, weights=np.square(episode_return - mean[group]))
-    return episode_return, size[group], total[group], squares[group]
+    return episode_return, size[group], total[group]
+
+
+def _centred(values: np.ndarray, groups: np.ndarray, eps: float, std: bool) -> np.ndarray:
+    """``values`` minus their group's mean, divided by the group's sample std (ddof=1, as TRL and verl)
+    + eps when ``std``; 0 for a group of one (no baseline). ``groups`` are indices ``0..G-1``."""
+    size = np.bincount(groups).astype(np.float64)
+    mean = np.bincount(groups, weights=values) / size
+    centred = values - mean[groups]  # exactly 0 for a group of one
+    if not std:
+        return centred
+    squares = np.bincount(groups, weights=np.square(centred))
+    deviation = np.sqrt(np.divide(squares, size - 1, out=np.zeros_like(squares), where=size > 1))
+    return np.divide(centred, deviation[groups] + eps, out=np.zeros_like(centred), where=size[groups] > 1)
 
 
 @register_estimator("grpo", needs_groups=True)
 def grpo(batch: TurnBatch, *, gamma: float, eps: float, **_: Any) -> np.ndarray:
-    episode_return, size, total, squares = _group_stats(batch, "grpo", gamma)
-    mean = total / size
-    std = np.sqrt(np.divide(squares, size - 1, out=np.zeros_like(squares), where=size > 1))
-    centred = episode_return - mean  # exactly 0 for a group of one
-    per_episode = np.divide(centred, std + eps, out=np.zeros_like(centred), where=size > 1)
-    return per_episode[batch.episode]
+    group = batch.require_groups("grpo")
+    return _centred(batch.episode_returns(gamma), group, eps, std=True)[batch.episode]
 
 
 @register_estimator("dr_grpo", needs_groups=True)
 def dr_grpo(batch: TurnBatch, *, gamma: float, **_: Any) -> np.ndarray:
-    episode_return, size, total, _ = _group_stats(batch, "dr_grpo", gamma)
-    return (episode_return - total / size)[batch.episode]
+    group = batch.require_groups("dr_grpo")
+    return _centred(batch.episode_returns(gamma), group, 0.0, std=False)[batch.episode]
 
 
 @register_estimator("rloo", needs_groups=True)
 def rloo(batch: TurnBatch, *, gamma: float, **_: Any) -> np.ndarray:
-    episode_return, size, total, _ = _group_stats(batch, "rloo", gamma)
+    episode_return, size, total = _group_totals(batch, "rloo", gamma)
     others = np.divide(total - episode_return, size - 1, out=episode_return.copy(), where=size > 1)
     return (episode_return - others)[batch.episode]
 
@@ -321,6 +371,35 @@ def gae(batch: TurnBatch, *, gamma: float, lam: float, **_: Any) -> np.ndarray:
     return out[batch.episode, batch.position]
 
 
+def _gigpo(batch: TurnBatch, *, gamma: float, eps: float, omega: float, std: bool, name: str) -> np.ndarray:
+    group = batch.require_groups(name)
+    state = batch.require_state(name)
+    # Episode level: the group's undiscounted returns (Eq. 3).
+    episode_return = np.bincount(batch.episode, weights=batch.rewards, minlength=batch.num_episodes)
+    episode_level = _centred(episode_return, group, eps, std)[batch.episode]
+    # Step level: turns of one group whose state before the action is the same (Eqs. 5-7).
+    step_level = np.zeros(len(batch.rewards), dtype=np.float64)
+    anchored = state >= 0
+    if anchored.any():
+        pairs = np.stack([group[batch.episode[anchored]], state[anchored]], axis=1)
+        _, step_group = np.unique(pairs, axis=0, return_inverse=True)
+        returns = batch.returns(gamma)[anchored]
+        step_level[anchored] = _centred(returns, step_group.reshape(-1), eps, std)
+    return episode_level + omega * step_level
+
+
+# A different omega is one registration away:
+#   register_estimator("gigpo_w05", needs_groups=True, needs_state_keys=True)(functools.partial(gigpo, omega=0.5))
+@register_estimator("gigpo", needs_groups=True, needs_state_keys=True)
+def gigpo(batch: TurnBatch, *, gamma: float, eps: float, omega: float = 1.0, **_: Any) -> np.ndarray:
+    return _gigpo(batch, gamma=gamma, eps=eps, omega=omega, std=True, name="gigpo")
+
+
+@register_estimator("gigpo_no_std", needs_groups=True, needs_state_keys=True)
+def gigpo_no_std(batch: TurnBatch, *, gamma: float, eps: float, omega: float = 1.0, **_: Any) -> np.ndarray:
+    return _gigpo(batch, gamma=gamma, eps=eps, omega=omega, std=False, name="gigpo_no_std")
+
+
 # ---- entry points -------------------------------------------------------------------------------
 def compute_advantages_flat(
     name: str,
@@ -329,14 +408,17 @@ def compute_advantages_flat(
     *,
     group_ids: Any = None,
     values: Any = None,
+    state_keys: Sequence[Any] | None = None,
     gamma: float = 1.0,
     lam: float = 1.0,
     eps: float = 1e-6,
     reduce_fn: ReduceFn | None = None,
 ) -> Any:
-    """Per-turn advantages for flat per-turn arrays (numpy or torch; the result has the rewards' kind)."""
+    """Per-turn advantages for flat per-turn arrays (numpy or torch; the result has the rewards' kind;
+    a list of rewards may hold None, a turn without a reward signal). ``state_keys``: one hashable or
+    None per turn (a list; integer keys may also come as a numpy array or tensor)."""
     estimator = get_estimator(name)
-    batch = TurnBatch.from_arrays(rewards, episode_ids, group_ids, values)
+    batch = TurnBatch.from_arrays(rewards, episode_ids, group_ids, values, state_keys)
     if len(batch.rewards) == 0:
         return _like(np.zeros(0), rewards)
     reduce = None if reduce_fn is None else _numpy_reduce(reduce_fn, rewards)
@@ -346,18 +428,21 @@ def compute_advantages_flat(
 
 def compute_advantages(
     name: str,
-    episode_rewards: Sequence[Sequence[float]],
+    episode_rewards: Sequence[Sequence[float | None]],
     *,
     gamma: float = 1.0,
     group_ids: Sequence[Any] | None = None,
     values: Sequence[Sequence[float]] | None = None,
+    state_keys: Sequence[Sequence[Any]] | None = None,
     lam: float = 1.0,
     eps: float = 1e-6,
     reduce_fn: ReduceFn | None = None,
 ) -> list[np.ndarray]:
-    """Per-turn advantages, one array per episode; ``group_ids`` has one entry per episode."""
+    """Per-turn advantages, one array per episode. ``episode_rewards``: each episode's turn rewards
+    (``turn_rewards``: a float, or None for a turn without a reward signal); ``group_ids`` has one
+    entry per episode; ``values`` and ``state_keys`` one per turn of each episode."""
     lengths = [len(r) for r in episode_rewards]
-    flat = np.array([float(x) for r in episode_rewards for x in r], dtype=np.float64)
+    flat = [x for r in episode_rewards for x in r]
     episode_ids = np.repeat(np.arange(len(lengths)), lengths)
     groups = None if group_ids is None else np.repeat(_group_codes(group_ids), lengths)
     flat_values = None
@@ -365,12 +450,18 @@ def compute_advantages(
         if [len(v) for v in values] != lengths:
             raise ValueError("values must have one entry per turn of each episode")
         flat_values = np.array([float(x) for v in values for x in v], dtype=np.float64)
+    flat_keys = None
+    if state_keys is not None:
+        if [len(k) for k in state_keys] != lengths:
+            raise ValueError("state_keys must have one entry per turn of each episode")
+        flat_keys = [k for keys in state_keys for k in keys]
     out = compute_advantages_flat(
         name,
         flat,
         episode_ids,
         group_ids=groups,
         values=flat_values,
+        state_keys=flat_keys,
         gamma=gamma,
         lam=lam,
         eps=eps,
@@ -381,14 +472,20 @@ def compute_advantages(
 
 def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -> list[np.ndarray]:
     """Per-turn advantages of ``gem_adapters.trajectory.Episode`` objects; GRPO groups default to
-    ``episode.group_id`` (episodes of the same env id and seed share a group)."""
+    ``episode.group_id`` (episodes of the same env id and seed share a group), state keys to each
+    turn's ``state_key`` and rewards to each turn's ``reward`` (``turn_rewards=`` replaces them: one
+    list of floats or None per episode)."""
     kwargs.setdefault("group_ids", [ep.group_id for ep in episodes])
-    return compute_advantages(name, [[t.reward for t in ep.turns] for ep in episodes], **kwargs)
+    kwargs.setdefault("state_keys", [[getattr(t, "state_key", None) for t in ep.turns] for ep in episodes])
+    rewards = kwargs.pop("turn_rewards", None)
+    if rewards is None:
+        rewards = [[t.reward for t in ep.turns] for ep in episodes]
+    return compute_advantages(name, rewards, **kwargs)
 
 
 def discounted_returns(rewards: Any, gamma: float = 1.0, episode_ids: Any = None) -> Any:
     """``G_t = r_t + gamma * G_{t+1}`` for one episode's rewards (or flat turns with ``episode_ids``)."""
-    r = _to_numpy(rewards)
+    r = turn_rewards_array(rewards)
     ids = np.zeros(len(r), dtype=np.int64) if episode_ids is None else episode_ids
     return _like(TurnBatch.from_arrays(r, ids).returns(float(gamma)), rewards)
 
@@ -419,6 +516,20 @@ def mask_runs(mask: Any) -> list[tuple[int, int]]:
         raise ValueError(f"mask_runs takes one 1-D mask, got shape {m.shape}")
     edges = np.diff(np.concatenate([[False], m != 0, [False]]).astype(np.int8))
     return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
+
+
+def turn_rewards_array(rewards: Any) -> np.ndarray:
+    """Per-turn rewards as float64 numpy: None (a turn without a reward signal) is 0.0; NaN and inf
+    raise (they are bugs upstream, not missing signals)."""
+    if _is_torch(rewards) or (isinstance(rewards, np.ndarray) and rewards.dtype != object):
+        out = _to_numpy(rewards)
+    else:
+        out = np.array([0.0 if x is None else float(x) for x in rewards], dtype=np.float64)
+    if not np.isfinite(out).all():
+        raise ValueError(
+            f"a per-turn reward is not finite ({out[~np.isfinite(out)][0]}); use None for a turn without a reward"
+        )
+    return out
 
 
 # ---- numpy / torch boundary ---------------------------------------------------------------------
@@ -455,10 +566,17 @@ def _numpy_reduce(reduce_fn: ReduceFn, reference: Any) -> Callable[[np.ndarray],
     return lambda x: _to_numpy(reduce_fn(torch.from_numpy(x.copy()).to(reference.device)))
 
 
-def _group_codes(group_ids: Sequence[Any]) -> np.ndarray:
-    """Integer codes for arbitrary hashable group ids (strings, tuples, ints)."""
+def _group_codes(group_ids: Sequence[Any], missing: int | None = None) -> np.ndarray:
+    """Integer codes for arbitrary hashable ids (strings, tuples, ints; lists are read as tuples, as
+    JSON gives them back); with ``missing``, None gets that code."""
     codes: dict[Any, int] = {}
-    return np.array([codes.setdefault(_hashable(g), len(codes)) for g in group_ids], dtype=np.int64)
+    return np.array(
+        [
+            missing if missing is not None and g is None else codes.setdefault(_hashable(g), len(codes))
+            for g in group_ids
+        ],
+        dtype=np.int64,
+    )
 
 
 def _hashable(x: Any) -> Any:

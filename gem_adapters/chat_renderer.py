@@ -17,13 +17,28 @@ cut off by ``max_new_tokens`` instead, the renderer appends the whole end-of-tur
 expects (e.g. ``<|im_end|>\\n``) as template tokens with mask 0, so the sequence stays a well-formed
 conversation; ``Turn.finish_reason`` records which happened.
 
+Tool results: an env marks an observation as a tool's result with ``info["use_tool"] = True`` on the
+step that produced it (``gem_core.wrappers.ToolEnvWrapper`` does). Such an observation goes back
+through the template's own tool role (``{"role": "tool", "content": ...}``: Qwen's
+``<tool_response>`` inside a user turn, Llama 3's ``ipython`` header, Mistral's ``[TOOL_RESULTS]``),
+with the same incremental, token-exact rendering as a user turn; ``Turn.observation_role`` records
+the role. ``tool_role`` is ``"tool"`` when the template renders a tool message after an assistant
+turn from its content alone and ends that turn as it does before a user turn; otherwise (a template
+without a tool role, or one that demands more, e.g. a call id) it is ``"user"`` and tool results are
+user turns, as every other observation. The calls themselves stay in the assistant's generated text,
+in the model's own format (``gem_core.tools.call_formats``).
+
 Templates that rewrite history: some templates render an earlier assistant turn differently from the
 way it was generated (Qwen3 drops the ``<think>`` block of every assistant turn before the last user
-message, and reformats the last one). The sequence here always keeps the tokens as generated, which
-is what the model actually conditioned on. When an episode finishes, the template's own rendering of
-the whole conversation is compared with the text the renderer produced piece by piece (one render and
-one string comparison, linear cost); if they differ, ``Episode.template_rewrites_history`` is True.
-No data is dropped and no mask is changed.
+message, and reformats the last one; Llama 3 trims every assistant turn). The sequence here always
+keeps the tokens as generated, which is what the model actually conditioned on during the rollout:
+that is what the trainer receives, token for token, with loss on the generated ids only, and never
+the template's re-rendering (re-rendered history would be text the model never saw while acting).
+``rewrites_history`` says up front whether the template does this (a probe conversation with a
+``<think>`` block, padded content and a later user turn, rendered once); when an episode finishes,
+the template's own rendering of the whole conversation is compared with the text the renderer
+produced piece by piece (one render and one string comparison, linear cost); if they differ,
+``Episode.template_rewrites_history`` is True. No data is dropped and no mask is changed.
 
 Token exactness: the sequence is the template's own tokenisation of the conversation whenever (a) the
 template does not rewrite history and (b) the generated ids are the tokenizer's canonical encoding of
@@ -53,6 +68,10 @@ from gem_core.observation import MultimodalObservation, text_only_error
 
 _USER_PROBE = "GEMPROBEUSERq7"
 _ASSISTANT_PROBE = "GEMPROBEASSISTANTz9"
+_TOOL_PROBE = "GEMPROBETOOLr3"
+# An assistant turn as a reasoning model writes it, padded: a template that drops or moves the think
+# block, or trims the content, renders it differently once a user turn follows.
+_REWRITE_PROBE = " <think>\nGEMPROBETHINKw2\n</think>\n\nGEMPROBEANSWERv5 "
 
 
 class ChatRenderer:
@@ -94,7 +113,9 @@ class ChatRenderer:
         backend = getattr(tokenizer, "_tokenizer", None)
         plain = backend is not None and not getattr(tokenizer, "split_special_tokens", False)
         self._backend = backend if plain and hasattr(backend, "encode_batch") else None
-        self._continuation_parts: tuple[str, str] | None = None
+        self._continuation_parts: dict[str, tuple[str, str] | None] = {}
+        self._tool_role: str | None = None
+        self._rewrites_history: bool | None = None
         probe = [
             *self._head,
             {"role": "user", "content": _USER_PROBE},
@@ -104,7 +125,6 @@ class ChatRenderer:
         self.closing_ids = self.encode(self.closing_text)
         if self.continuation("x")[: len(self.closing_ids)] != self.closing_ids:
             raise ValueError("this chat template ends an assistant turn differently when a user turn follows")
-        self._continuation_parts = self._split_continuation()
         special = set(getattr(tokenizer, "all_special_ids", [])) | set(tokenizer.get_added_vocab().values())
         stops = [self.closing_ids[0]] if self.closing_ids and self.closing_ids[0] in special else []
         eos = getattr(tokenizer, "eos_token_id", None)
@@ -148,41 +168,82 @@ class ChatRenderer:
         generation prompt."""
         return self.encode(self.first_prompt_text(observation), observation_images(observation))
 
-    def continuation(self, observation: str | MultimodalObservation) -> list[int]:
+    def continuation(self, observation: str | MultimodalObservation, role: str = "user") -> list[int]:
         """Ids after an assistant turn's content up to the next generation: the end of the assistant
-        turn, the user turn holding ``observation`` and the generation prompt. Constant-size probe."""
-        return self.encode(self.continuation_text(observation), observation_images(observation))
+        turn, the ``role`` turn (``user`` or ``tool``) holding ``observation`` and the generation
+        prompt. Constant-size probe."""
+        return self.encode(self.continuation_text(observation, role), observation_images(observation))
 
     def first_prompt_text(self, observation: str | MultimodalObservation) -> str:
         return self.render(
             [*self._head, {"role": "user", "content": self._content(observation)}], add_generation_prompt=True
         )
 
-    def continuation_text(self, observation: str | MultimodalObservation) -> str:
-        if self._continuation_parts is not None and isinstance(observation, str):
-            before, after = self._continuation_parts
+    def continuation_text(self, observation: str | MultimodalObservation, role: str = "user") -> str:
+        if role not in self._continuation_parts:
+            self._continuation_parts[role] = self._split_continuation(role)
+        parts = self._continuation_parts[role]
+        if parts is not None and isinstance(observation, str):
+            before, after = parts
             return before + observation + after
-        return self._render_continuation(observation)
+        return self._render_continuation(observation, role)
+
+    @property
+    def tool_role(self) -> str:
+        """The role a tool's result is rendered with: ``"tool"`` when the template has a tool role that
+        renders from the content alone after an assistant turn, else ``"user"`` (module docstring)."""
+        if self._tool_role is None:
+            self._tool_role = "tool" if self._renders_tool_results() else "user"
+        return self._tool_role
+
+    def observation_role(self, info: dict[str, Any] | None) -> str:
+        """The role of the observation an env answered with ``info``: ``tool_role`` for a tool's result
+        (``info["use_tool"]``), else ``"user"``."""
+        return self.tool_role if isinstance(info, dict) and info.get("use_tool") else "user"
+
+    @property
+    def rewrites_history(self) -> bool:
+        """Whether the template renders an earlier assistant turn otherwise than as it was written
+        (dropping or moving a ``<think>`` block, trimming): probed once, on first use."""
+        if self._rewrites_history is None:
+            messages = [
+                *self._head,
+                {"role": "user", "content": _USER_PROBE},
+                {"role": "assistant", "content": _REWRITE_PROBE},
+                {"role": "user", "content": _USER_PROBE},
+            ]
+            self._rewrites_history = _REWRITE_PROBE not in self.render(messages, add_generation_prompt=True)
+        return self._rewrites_history
+
+    def _renders_tool_results(self) -> bool:
+        try:
+            text = self._render_continuation(_TOOL_PROBE, "tool")
+        except Exception:  # the template refuses a tool message (no tool role, or it wants more fields)
+            return False
+        return _TOOL_PROBE in text and text.startswith(self.closing_text)
 
     def _content(self, observation: str | MultimodalObservation) -> Any:
         if isinstance(observation, MultimodalObservation) and self.processor is None:
             raise text_only_error("a ChatRenderer built from a text tokenizer")
         return chat_content(observation)
 
-    def _render_continuation(self, observation: str | MultimodalObservation) -> str:
+    def _render_continuation(self, observation: str | MultimodalObservation, role: str = "user") -> str:
         messages = [
             *self._head,
             {"role": "user", "content": _USER_PROBE},
             {"role": "assistant", "content": _ASSISTANT_PROBE},
-            {"role": "user", "content": self._content(observation)},
+            {"role": role, "content": self._content(observation)},
         ]
         return _after_probe(self.render(messages, add_generation_prompt=True))
 
-    def _split_continuation(self) -> tuple[str, str] | None:
-        """The continuation as fixed text around the observation, if the template inserts user content
-        verbatim (checked on awkward samples); then a turn costs no template render at all."""
+    def _split_continuation(self, role: str) -> tuple[str, str] | None:
+        """The continuation as fixed text around the observation, if the template inserts ``role``
+        content verbatim (checked on awkward samples); then a turn costs no template render at all."""
         marker = "GEMPROBEOBSERVATIONk4"
-        text = self._render_continuation(marker)
+        try:
+            text = self._render_continuation(marker, role)
+        except Exception:  # a role the template refuses: rendered turn by turn (and refused there)
+            return None
         if text.count(marker) != 1:
             return None
         before, after = text.split(marker)
@@ -194,7 +255,7 @@ class ChatRenderer:
             "<think>a</think>",
             "<tool_response>r</tool_response>",
         ]
-        if any(self._render_continuation(s) != before + s + after for s in samples):
+        if any(self._render_continuation(s, role) != before + s + after for s in samples):
             return None
         return before, after
 
@@ -206,10 +267,15 @@ class ChatRenderer:
         return 0
 
     def start(
-        self, observation: str | MultimodalObservation, *, env_id: str | None = None, seed: int | None = None
+        self,
+        observation: str | MultimodalObservation,
+        *,
+        env_id: str | None = None,
+        seed: int | None = None,
+        state_key: Any = None,
     ) -> EpisodeBuilder:
-        """Begin an episode at its first observation."""
-        return EpisodeBuilder(self, observation, env_id=env_id, seed=seed)
+        """Begin an episode at its first observation (``state_key``: the env's, see ``Turn.state_key``)."""
+        return EpisodeBuilder(self, observation, env_id=env_id, seed=seed, state_key=state_key)
 
 
 def _message(message: dict[str, str]) -> dict[str, str]:

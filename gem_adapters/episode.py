@@ -46,6 +46,11 @@ class Turn:
     truncated: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     finish_reason: str = "stop"  # "stop": ended on a stop token; "length": cut off by max_new_tokens
+    # The env's state key before this action (``gem_core.Env.state_key()``, or ``info["state_key"]``
+    # of the env's previous answer); None: the env names no state. GiGPO groups turns by it.
+    state_key: Any = None
+    # The chat role the observation was rendered with: "user", or "tool" for a tool's result.
+    observation_role: str = "user"
 
 
 @dataclass
@@ -216,7 +221,7 @@ class Episode:
         out = [{"role": "system", "content": self.system_prompt}] if self.system_prompt is not None else []
         out.extend(dict(m) for m in self.prefix_messages)
         for turn in self.turns:
-            out.append({"role": "user", "content": chat_content(turn.observation)})
+            out.append({"role": turn.observation_role, "content": chat_content(turn.observation)})
             out.append({"role": "assistant", "content": turn.action})
         return out
 
@@ -239,31 +244,39 @@ class Episode:
         ]
         for turn in episode.turns:
             turn.observation = observation_from_json(turn.observation)
+            turn.state_key = _from_json_key(turn.state_key)
         return episode
 
 
 def rescore(
-    episodes: Iterable[Episode], reward_fn: Callable[[Episode], float | Sequence[float]]
+    episodes: Iterable[Episode], reward_fn: Callable[[Episode], float | Sequence[float | None]]
 ) -> list[Episode]:
-    """Copies of ``episodes`` with new rewards: ``reward_fn(episode)`` returns one reward per turn, or
-    a single number that goes on the last turn (the others get 0). The old rewards are kept in each
-    turn's ``info["previous_reward"]``."""
+    """Copies of ``episodes`` with new rewards: ``reward_fn(episode)`` returns the episode's
+    ``turn_rewards`` (one per turn, a float or None for a turn without a reward signal, stored as
+    0.0: what every estimator makes of None, ``gem_adapters.advantages``), or a single number that
+    goes on the last turn (the others get 0). The old rewards are kept in each turn's
+    ``info["previous_reward"]``."""
     out = []
     for episode in episodes:
         new = copy.deepcopy(episode)
         rewards = reward_fn(episode)
         if isinstance(rewards, numbers.Real):
             rewards = [0.0] * (len(new.turns) - 1) + [float(rewards)] if new.turns else []
-        rewards = [float(r) for r in rewards]
+        rewards = [0.0 if r is None else float(r) for r in rewards]
         if len(rewards) != len(new.turns):
             raise ValueError(f"reward_fn gave {len(rewards)} rewards for {len(new.turns)} turns")
         for turn, reward in zip(new.turns, rewards):
             if not math.isfinite(reward):
-                raise ValueError(f"reward_fn gave a non-finite reward {reward}")
+                raise ValueError(f"reward_fn gave a non-finite reward {reward}; use None for no reward")
             turn.info["previous_reward"] = turn.reward
             turn.reward = reward
         out.append(new)
     return out
+
+
+def _from_json_key(key: Any) -> Any:
+    """A state key read back from JSON: its lists were tuples."""
+    return tuple(_from_json_key(k) for k in key) if isinstance(key, list) else key
 
 
 # ---- observations --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ last turn and returns the ``Episode``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ class EpisodeBuilder:
         *,
         env_id: str | None = None,
         seed: int | None = None,
+        state_key: Any = None,
     ):
         self.renderer = renderer
         self.episode = Episode(
@@ -46,6 +48,8 @@ class EpisodeBuilder:
         self._prompt_ids: list[int] | None = None
         self._closed = 0  # end-of-turn ids the previous action generated itself
         self._texts: list[str] = []  # the rendered text, piece by piece (for the template check)
+        self._state_key = state_key  # the env's state key for the observation awaiting an action
+        self._role = "user"  # the chat role of that observation: "user", or "tool" for a tool's result
 
     def context(self) -> PromptIds:
         """Every id so far plus the prompt for the current observation (rendered once, on first call),
@@ -56,7 +60,7 @@ class EpisodeBuilder:
         if self._prompt_ids is None:
             images = observation_images(self._observation)
             if self.episode.turns:
-                text = self.renderer.continuation_text(self._observation)
+                text = self.renderer.continuation_text(self._observation, self._role)
                 ids = self.renderer.encode(text, images)
                 if ids[: self._closed] != self.renderer.closing_ids[: self._closed]:
                     raise RuntimeError(
@@ -89,6 +93,8 @@ class EpisodeBuilder:
                 action_ids=action_ids,
                 logprobs=None if logprobs is None else [float(x) for x in logprobs],
                 finish_reason=finish_reason,
+                state_key=self._state_key,
+                observation_role=self._role,
             )
         )
         self.ids.extend(action_ids)
@@ -99,18 +105,27 @@ class EpisodeBuilder:
     def add_feedback(
         self,
         observation: str | MultimodalObservation,
-        reward: float,
+        reward: float | None,
         terminated: bool,
         truncated: bool,
         info: dict[str, Any] | None = None,
+        state_key: Any = None,
     ) -> None:
-        """Record the env's answer to the last action."""
+        """Record the env's answer to the last action. ``reward`` None (an env with no reward signal
+        for this turn) is stored as 0.0 (``gem_adapters.advantages``); ``state_key`` is the env's state
+        key after the action, which the next turn records. ``info["use_tool"]`` marks ``observation`` as
+        a tool's result, rendered with the template's tool role (``ChatRenderer.tool_role``)."""
         if not self.episode.turns or self._observation is not None:
             raise RuntimeError("add_feedback follows add_action")
+        reward = 0.0 if reward is None else float(reward)
+        if not math.isfinite(reward):
+            raise ValueError(f"the env returned a non-finite reward {reward}; use None for no reward")
         turn = self.episode.turns[-1]
-        turn.reward, turn.terminated, turn.truncated = float(reward), bool(terminated), bool(truncated)
+        turn.reward, turn.terminated, turn.truncated = reward, bool(terminated), bool(truncated)
         turn.info = dict(info or {})
         self._observation = observation
+        self._state_key = state_key
+        self._role = self.renderer.observation_role(info)
         self.done = bool(terminated or truncated)
 
     def finish(self, reason: str | None = None) -> Episode:

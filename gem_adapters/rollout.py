@@ -27,6 +27,15 @@ history wrapper.
 Seeds: ``seeds=s`` gives env ``i`` the seed ``s + i``; a list gives one per env. Repeat a seed to put
 several episodes in a GRPO group (same env id and seed = same initial state).
 
+State keys: each turn records the env's state key before its action (``Turn.state_key``, what GiGPO
+groups turns by): ``info["state_key"]`` of the reset or step that showed the observation when the env
+reports one there (an env that is not a gem_core env, or one in a worker process), else the env's own
+``state_key()`` (gem_core envs, in this process or a thread of it). The process and Ray vector
+backends keep their envs elsewhere: there only ``info["state_key"]`` is seen.
+
+Rewards: an env may answer a turn with reward ``None`` (no reward signal for it); the episode stores
+0.0, what every estimator makes of None (``gem_adapters.advantages``).
+
 Sampling seeds: with a policy that takes per-prompt seeds (``TransformersPolicy``), turn ``k`` of env
 ``i`` samples from the random stream ``stream_seed(base, i, k)``; ``base`` is ``sampling.seed`` if
 set, else drawn once per rollout from the policy. What an episode samples therefore does not depend
@@ -57,7 +66,7 @@ from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingPa
 from gem_adapters.rollout_limits import RolloutLimits
 
 Generate = Callable[[list[int], SamplingParams], Awaitable[Generation]]
-StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
+StepResult = tuple[Any, float | None, bool, bool, dict[str, Any], Any]  # ..., info, state key
 
 
 def rollout(
@@ -83,8 +92,8 @@ def rollout(
     policy = as_policy(policy)
     engine, base = _engine_of(policy), _base_seed(policy, turn)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
-        observations, _ = vec.reset(seed=_seed_list(seeds, vec.num_envs))
-        players = _start_players(vec, observations, renderer, turn)
+        observations, infos = vec.reset(seed=_seed_list(seeds, vec.num_envs))
+        players = _start_players(vec, observations, infos, renderer, turn)
         if engine is not None:
             _play_continuously(vec, players, engine, base or 0)
             return [player.episode for player in players]  # type: ignore[misc]
@@ -182,8 +191,8 @@ async def arollout(
     policy = as_policy(policy)
     engine, base = _engine_of(policy), _base_seed(policy, turn)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
-        observations, _ = await asyncio.to_thread(vec.reset, seed=_seed_list(seeds, vec.num_envs))
-        players = _start_players(vec, observations, renderer, turn)
+        observations, infos = await asyncio.to_thread(vec.reset, seed=_seed_list(seeds, vec.num_envs))
+        players = _start_players(vec, observations, infos, renderer, turn)
         stepper = Coalescer(lambda _, items: _step_subset(vec, items))
 
         def generate_of(i: int) -> tuple[Generate, Callable[[list[int]], None]]:
@@ -245,15 +254,24 @@ async def aplay_episode(
     episode ends. ``limits`` (or its fields as keywords) and the ``stopped_by`` labels are those of
     ``rollout`` (see ``gem_adapters.rollout_limits``)."""
     turn = _TurnSettings.make(renderer, RolloutLimits.of(limits, limit_keywords), sampling)
-    observation, _ = await _call(env.reset, seed=seed)
+    observation, info = await _call(env.reset, seed=seed)
     if env_id is None:
         env_id = getattr(getattr(env, "spec", None), "id", None)
     if seed is None and isinstance(getattr(env, "seed", None), int):
         seed = env.seed
-    player = _Player(renderer.start(as_observation(observation), env_id=env_id, seed=seed), turn)
+    builder = renderer.start(
+        as_observation(observation), env_id=env_id, seed=seed, state_key=_state_key(env, info)
+    )
+    player = _Player(builder, turn)
     if release is None:
         release = getattr(generate, "release", None)
-    return await _play(player, generate, release, lambda action: _call(env.step, action))
+
+    async def step(action: str) -> StepResult:
+        observation, reward, terminated, truncated, info = await _call(env.step, action)
+        key = None if terminated or truncated else _state_key(env, info)
+        return observation, reward, terminated, truncated, info, key
+
+    return await _play(player, generate, release, step)
 
 
 # ---- the turn step ------------------------------------------------------------------------------
@@ -326,12 +344,23 @@ class _Player:
         return self.builder.add_action(ids, logprobs, finish_reason)
 
     def feedback(
-        self, observation: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any] | None
+        self,
+        observation: Any,
+        reward: float | None,
+        terminated: bool,
+        truncated: bool,
+        info: dict[str, Any] | None,
+        state_key: Any = None,
     ) -> None:
         """Record the env's answer to the action; ends the episode when the env or ``max_turns`` does."""
         builder = self.builder
         builder.add_feedback(
-            as_observation(observation), float(reward), bool(terminated), bool(truncated), dict(info or {})
+            as_observation(observation),
+            None if reward is None else float(reward),
+            bool(terminated),
+            bool(truncated),
+            dict(info or {}),
+            state_key,
         )
         if builder.done:
             self.finish(None)
@@ -424,13 +453,25 @@ def _seed_list(seeds: int | Sequence[int | None] | None, n: int) -> list[int | N
 
 
 def _start_players(
-    vec: Any, observations: Sequence[Any], renderer: ChatRenderer, turn: _TurnSettings
+    vec: Any,
+    observations: Sequence[Any],
+    infos: Sequence[dict[str, Any]],
+    renderer: ChatRenderer,
+    turn: _TurnSettings,
 ) -> list[_Player]:
     # get_attr reaches the envs wherever they live (threads, worker processes or Ray actors).
     specs, seeds = vec.get_attr("spec"), vec.get_attr("seed")
     return [
-        _Player(renderer.start(as_observation(obs), env_id=getattr(spec, "id", None), seed=seed), turn)
-        for obs, spec, seed in zip(observations, specs, seeds)
+        _Player(
+            renderer.start(
+                as_observation(obs),
+                env_id=getattr(spec, "id", None),
+                seed=seed,
+                state_key=_state_key(_local_env(vec, i), info),
+            ),
+            turn,
+        )
+        for i, (obs, info, spec, seed) in enumerate(zip(observations, infos, specs, seeds))
     ]
 
 
@@ -443,5 +484,22 @@ def _step_subset(vec: Any, items: list[tuple[int, str]]) -> list[StepResult]:
         info.pop("stepped", None)
         if "final_obs" in info:  # a vector env in same_step autoreset mode already started the next episode
             observation, info = info["final_obs"], dict(info.get("final_info", {}))
-        results.append((observation, rewards[i], terminated[i], truncated[i], info))
+        ended = terminated[i] or truncated[i]
+        key = None if ended else _state_key(_local_env(vec, i), info)
+        results.append((observation, rewards[i], terminated[i], truncated[i], info, key))
     return results
+
+
+def _local_env(vec: Any, i: int) -> Any:
+    """Env ``i`` of a vector env that keeps its envs in this process (sync, threads), else None."""
+    envs = getattr(vec, "envs", None)
+    return envs[i] if isinstance(envs, list) and i < len(envs) else None
+
+
+def _state_key(env: Any, info: Any) -> Any:
+    """The state key of the env's current state (see "State keys" above): ``info["state_key"]``,
+    else ``env.state_key()`` when the env has one, else None."""
+    if isinstance(info, dict) and "state_key" in info:
+        return info["state_key"]
+    state_key = getattr(env, "state_key", None)
+    return state_key() if callable(state_key) else None

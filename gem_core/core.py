@@ -39,7 +39,7 @@ import functools
 import random
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, ClassVar, Generic, TypeVar
 
 Obs = TypeVar("Obs")
@@ -247,6 +247,19 @@ class Env(EnvBase, Generic[Obs]):
         """
         return None
 
+    def state_key(self) -> Hashable | None:
+        """A key naming the current state, or None (the default): the env names no states.
+
+        Trainers group turns taken from the same state by it (GiGPO's anchor states), so a key is
+        hashable, cheap (it is read after every step) and canonical: two states of one env id have
+        equal keys exactly when they are the same position, i.e. every move gets the same answer
+        (reward, whether the episode ends, the next key), or the same distribution of answers where
+        the env draws at random. The turn budget is not part of a position: the same board reached at
+        turn 2 and at turn 5 has one key. Keys are plain data (tuples, strings, numbers), so they
+        survive a trip through JSON (lists read back as tuples) and between processes.
+        """
+        return None
+
     @property
     def unwrapped(self) -> Env:
         """The innermost env, below all wrappers."""
@@ -280,6 +293,10 @@ class Wrapper(Env[Obs]):
 
     def solve_action(self) -> str | None:
         return self.env.solve_action()
+
+    def state_key(self) -> Hashable | None:
+        """The inner env's key (a wrapper whose own state changes what moves do may override it)."""
+        return self.env.state_key()
 
     def spawn(self, same_state: bool = False, **overrides: Any) -> Wrapper:
         """Spawn the inner env, then wrap it again with this wrapper's own constructor arguments."""

@@ -38,6 +38,9 @@ arms, their difference paired by seed (``print_paired``).
    1-50 with the rate decayed to 0 over 60 steps; ``discount_builds``: those 1-50 arms with each run
    seed starting from its own warm-up policy build (``--policy_seed``); ``critic_hold``: the critic
    against ``credit_hold``'s GRPO and ReBN runs, same schedule and length, one critic pass per batch.
+10. ``credit_gigpo``: GiGPO (``gigpo``: GRPO's episode-level advantage plus a step-level one over the
+   turns of a group taken from the same game state, ``Env.state_key``) against ``credit_hold``'s ReBN
+   and GRPO runs, same schedule, length, seeds and task order (only the GiGPO arm trains anew).
 0. ``signal``: the check that the pipeline learns at all: one guess, only 7 scores (``pick``);
    ``hangman``: ReBN on Hangman, the task the earlier runs used.
 """
@@ -141,6 +144,8 @@ EXPERIMENTS = {
         arm("guess_range", "gae", **HELD, critic_epochs="1"),
         *(arm("guess_range", e, **HELD) for e in ("grpo", "rebn")),
     ],
+    # GiGPO against credit_hold's ReBN and GRPO runs (same schedule and length: those two are reused)
+    "credit_gigpo": [arm("guess_range", e, **HELD) for e in ("gigpo", "rebn", "grpo")],
     "signal": [arm("pick", "rebn", policy="guess")],
 }
 DISCOUNT_METRICS = ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"]
@@ -163,6 +168,7 @@ METRICS = {  # what each experiment plots
     "discount_hold": DISCOUNT_METRICS,
     "discount_builds": DISCOUNT_METRICS,
     "critic_hold": ["success_rate", "return", "turns", "invalid_rate"],
+    "credit_gigpo": ["success_rate", "return", "turns", "invalid_rate"],
     "signal": ["success_rate", "invalid_rate"],
 }
 

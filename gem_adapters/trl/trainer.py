@@ -262,13 +262,16 @@ class GEMGRPOTrainer(GRPOTrainer):
         episodes of every process."""
         rewards = [[t.reward for t in e.turns] for e in episodes]
         groups = [e.group_id for e in episodes]
+        state_keys = [[getattr(t, "state_key", None) for t in e.turns] for e in episodes]  # GiGPO's anchors
         if self.accelerator.num_processes > 1:
             rewards, groups = gather_object(rewards), gather_object(groups)
+            state_keys = gather_object(state_keys)
         per_turn = compute_advantages(
             self.args.advantage_estimator,
             rewards,
             gamma=self.args.gamma,
             group_ids=groups,
+            state_keys=state_keys,
             eps=self.args.advantage_eps,
         )
         first = self.accelerator.process_index * len(episodes)

@@ -16,7 +16,8 @@ per-turn values (``gem_rebn``, ``gem_rebn_per_episode``, ``gem_reinforce``, ``ge
 those registered later in the process (``register_estimators`` follows the shared registry with
 ``on_register``) and those of other packages' ``gem_adapters.estimators`` entry points (loaded with the
 shared module, in every verl process that imports this plugin). Turn-level GAE needs the critic's
-values, which verl passes to its own ``gae`` only.
+values, which verl passes to its own ``gae`` only, and GiGPO each turn's env state key, which verl's
+estimator call does not carry: neither is registered.
 
 Limits: a row without any mask-1 id has no turn and gets zero advantages; verl's rollout-correction
 rejection (``algorithm.rollout_correction``) may zero parts of ``response_mask`` before the estimator
@@ -74,7 +75,8 @@ def gem_advantages(
 
 def register_estimators() -> list[str]:
     """Register ``gem_<name>`` with verl's ``register_adv_est`` for every shared estimator that needs
-    no values, now and whenever one is registered later (idempotent); returns the names so far."""
+    no values and no state keys, now and whenever one is registered later (idempotent); returns the
+    names so far."""
     global _FOLLOWING
     if not _FOLLOWING:
         _FOLLOWING = True
@@ -91,7 +93,8 @@ def _register_with_verl(estimator: Estimator) -> None:
     from verl.trainer.ppo import core_algos
 
     key = PREFIX + estimator.name
-    if not estimator.needs_values and key not in core_algos.ADV_ESTIMATOR_REGISTRY:
+    feedable = not (estimator.needs_values or estimator.needs_state_keys)  # verl passes neither
+    if feedable and key not in core_algos.ADV_ESTIMATOR_REGISTRY:
         core_algos.register_adv_est(key)(functools.partial(gem_advantages, estimator.name))
 
 

@@ -10,9 +10,13 @@ format, as a dict or a JSON file::
 A ``command`` server is launched and spoken to over stdio, a ``url`` server over streamable HTTP.
 Each connection stays open for the tool's lifetime on a private asyncio loop in a background
 thread, so a call costs one round trip. The instructions list every tool with its JSON schema; the
-agent calls one with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``. A call has a
+agent calls them in its model family's own format (``call_format``: ``hermes``, the default,
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``; ``qwen3_xml``, ``llama3_json``,
+``mistral``; or a tokenizer or chat template to read it from, ``gem_core.tools.call_formats``). An
+action may hold several calls: they run in order and their results come back together. A call has a
 timeout; a broken or timed-out connection is reopened and the call retried (``retries``); every
-failure (bad JSON, unknown tool, server error, time-out) comes back as an observation.
+failure (a malformed call in any format, unknown tool, server error, time-out) comes back as an
+observation.
 """
 
 from __future__ import annotations
@@ -29,10 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from gem_core.parsing import extract_tag, preview
+from gem_core.parsing import preview
 from gem_core.tools.base import Tool
-
-MAX_CALL_CHARS = 100_000
+from gem_core.tools.call_formats import (
+    CallFormat,
+    ParsedCalls,
+    ToolCall,
+    call_format_for,
+    coerce_arguments,
+    get_format,
+)
 
 
 @dataclass
@@ -70,22 +80,18 @@ def load_config(config: dict[str, Any] | str | Path) -> dict[str, dict[str, Any]
 
 
 def parse_tool_call(action: str) -> MCPCall | None:
-    """The last ``<tool_call>{json}</tool_call>`` of ``action``; None if there is none."""
-    body = extract_tag(action, "tool_call")
-    if body is None:
+    """The last ``<tool_call>{json}</tool_call>`` of ``action`` (the Hermes format); None if there is none."""
+    if not isinstance(action, str):
         return None
-    if len(body) > MAX_CALL_CHARS:
-        return MCPCall(error=f"the tool call is longer than {MAX_CALL_CHARS} characters")
-    try:
-        data = json.loads(body)
-    except ValueError as exc:
-        return MCPCall(error=f"the tool call is not valid JSON ({exc})")
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        return MCPCall(error='a tool call is a JSON object {"name": "...", "arguments": {...}}')
-    arguments = data.get("arguments", {})
-    if not isinstance(arguments, dict):
-        return MCPCall(name=data["name"], error="'arguments' must be a JSON object")
-    return MCPCall(name=data["name"], arguments=arguments)
+    close = action.rfind("</tool_call>")
+    at = action.rfind("<tool_call>", 0, max(close, 0))
+    parsed = None if at == -1 else get_format("hermes").parse(action[at : close + len("</tool_call>")])
+    if parsed is None:
+        return None
+    if parsed.error is not None:
+        return MCPCall(error=parsed.error)
+    (call,) = parsed.calls
+    return MCPCall(name=call.name, arguments=call.arguments)
 
 
 def format_result(result: Any, max_chars: int) -> str:
@@ -108,7 +114,8 @@ class MCPTool(Tool):
     ``timeout`` bounds each call, ``connect_timeout`` each connection, ``retries`` how often a
     failed call is retried on a fresh connection. With several servers, tool names that clash are
     prefixed with the server name (``server.tool``). ``server_stderr`` receives the stdio servers'
-    logs (default: this process's stderr).
+    logs (default: this process's stderr). ``call_format``: how the agent writes calls, a format's
+    name, a ``CallFormat``, or a tokenizer or chat template whose format is detected (module docstring).
     """
 
     name = "mcp"
@@ -121,8 +128,10 @@ class MCPTool(Tool):
         retries: int = 1,
         max_output: int = 8_000,
         server_stderr: TextIO | None = None,
+        call_format: str | CallFormat | Any = "hermes",
     ):
         self.servers = load_config(config)
+        self.call_format = call_format_for(call_format)
         self.timeout, self.connect_timeout, self.retries = timeout, connect_timeout, retries
         self.max_output = max_output
         self._options = {
@@ -130,6 +139,7 @@ class MCPTool(Tool):
             "connect_timeout": connect_timeout,
             "retries": retries,
             "max_output": max_output,
+            "call_format": self.call_format.name,
         }
         self._stderr = server_stderr or sys.stderr
         self._loop = asyncio.new_event_loop()
@@ -236,22 +246,36 @@ class MCPTool(Tool):
 
     # ---- the Tool API ---------------------------------------------------------------------------
     def instruction(self) -> str:
+        example = self.call_format.render([ToolCall("TOOL_NAME", {"ARGUMENT": "VALUE"})])
         lines = [
-            "You can call tools. To call one, write exactly one",
-            '<tool_call>{"name": "<tool name>", "arguments": {<arguments as JSON>}}</tool_call>',
-            "and its result comes back as the next message. Available tools:",
+            "You can call tools. To call one, write",
+            example,
+            "with the tool's name and its arguments, and its result comes back as the next message. "
+            "Available tools:",
         ]
         for public, (_, tool) in self.tools.items():
             schema = json.dumps(tool.input_schema, separators=(",", ":"))
             lines.append(f"- {public}: {(tool.description or '').strip()} Arguments (JSON schema): {schema}")
         return "\n".join(lines)
 
-    def parse(self, action: str) -> MCPCall | None:
-        return parse_tool_call(action)
+    def parse(self, action: str) -> ParsedCalls | None:
+        return self.call_format.parse(action)
 
-    def execute(self, call: MCPCall) -> tuple[str, bool]:
+    def execute(self, call: ParsedCalls | MCPCall) -> tuple[str, bool]:
+        """Run every call of a parsed action in order; the results, one per call, come back together
+        (``ok`` when all worked)."""
+        if isinstance(call, MCPCall):
+            call = (
+                ParsedCalls(error=call.error)
+                if call.error is not None
+                else ParsedCalls((ToolCall(call.name, call.arguments),))
+            )
         if call.error is not None:
             return f"Tool call error: {call.error}", False
+        results = [self._execute_one(c) for c in call.calls]
+        return "\n\n".join(text for text, _ in results), all(ok for _, ok in results)
+
+    def _execute_one(self, call: ToolCall) -> tuple[str, bool]:
         if call.name not in self.tools:
             known = ", ".join(self.tools) or "(none)"
             return (
@@ -259,6 +283,7 @@ class MCPTool(Tool):
                 False,
             )
         server, tool = self.tools[call.name]
+        arguments = coerce_arguments(call.arguments, tool.input_schema)
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
@@ -277,7 +302,7 @@ class MCPTool(Tool):
                 session = self._connections[server].session
             try:
                 result = self._run(
-                    asyncio.wait_for(session.call_tool(tool.name, call.arguments), self.timeout),
+                    asyncio.wait_for(session.call_tool(tool.name, arguments), self.timeout),
                     self.timeout + 5,
                 )
             except MCPError as exc:

@@ -16,6 +16,8 @@ from gem_adapters.advantages import (
     compute_advantages,
     compute_advantages_flat,
     discounted_returns,
+    estimator_names,
+    get_estimator,
     mask_runs,
     register_estimator,
     turn_values_to_tokens,
@@ -89,6 +91,179 @@ def test_gae_by_hand():
     # lam = 1 gives the Monte Carlo return minus the value.
     out = compute_advantages("gae", [[0.0, 1.0], [2.0]], values=[[0.5, 0.8], [1.5]], gamma=0.9, lam=1.0)
     np.testing.assert_allclose(np.concatenate(out), [0.9 - 0.5, 1.0 - 0.8, 2.0 - 1.5])
+
+
+# ---- GiGPO -------------------------------------------------------------------------------------
+# Group "g": three episodes from one initial state A (gamma 0.5). E2's first move is illegal (-0.1)
+# and leaves it in A, so A is visited twice by E2:
+#   E0  states A B    rewards 0    1      episode return 1     discounted returns 0.5  1
+#   E1  states A C    rewards 0    0      episode return 0     discounted returns 0    0
+#   E2  states A A B  rewards -0.1 0 1    episode return 0.9   discounted returns 0.15 0.5 1
+# Group "h": E3 alone, state A (the same key in another group is another step group).
+GIGPO_REWARDS = [[0.0, 1.0], [0.0, 0.0], [-0.1, 0.0, 1.0], [1.0]]
+GIGPO_KEYS = [["A", "B"], ["A", "C"], ["A", "A", "B"], ["A"]]
+GIGPO_GROUPS = ["g", "g", "g", "h"]
+
+
+def test_gigpo_by_hand():
+    # Episode level over g's undiscounted returns 1, 0, 0.9: mean 19/30, deviations 11/30, -19/30,
+    # 8/30, sum of squares 546/900, sample std sqrt(546/900/2) = 0.5508.
+    episode_std = math.sqrt(546 / 900 / 2)
+    a_e = np.array([11, -19, 8]) / 30 / episode_std
+    # Step group (g, A): returns 0.5, 0, 0.15, 0.5 -> mean 0.2875, deviations 0.2125, -0.2875,
+    # -0.1375, 0.2125, sample std sqrt(0.191875 / 3). (g, B): returns 1 and 1 -> 0. (g, C): alone -> 0.
+    step_std = math.sqrt(0.191875 / 3)
+    a_s = {d: d / step_std for d in (0.2125, -0.2875, -0.1375)}
+    expected = [
+        [a_e[0] + a_s[0.2125], a_e[0]],
+        [a_e[1] + a_s[-0.2875], a_e[1]],
+        [a_e[2] + a_s[-0.1375], a_e[2] + a_s[0.2125], a_e[2]],
+        [0.0],  # a lone episode in a lone step group: no baseline at either level
+    ]
+    with np.errstate(invalid="ignore"):
+        out = compute_advantages(
+            "gigpo", GIGPO_REWARDS, gamma=0.5, group_ids=GIGPO_GROUPS, state_keys=GIGPO_KEYS, eps=0.0
+        )
+    # eps=0 leaves (g, B)'s 0/0: a step group whose returns are all equal gets 0 only through eps.
+    assert np.isnan(out[0][1]) and np.isnan(out[2][2])
+    out = compute_advantages(
+        "gigpo", GIGPO_REWARDS, gamma=0.5, group_ids=GIGPO_GROUPS, state_keys=GIGPO_KEYS, eps=1e-12
+    )
+    for got, want in zip(out, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    # Rounded, for the record: E0 [1.5060, 0.6657]  E1 [-2.2867, -1.1499]  E2 [-0.0595, 1.3244, 0.4842]
+    np.testing.assert_allclose(
+        np.concatenate(out),
+        [1.5060, 0.6657, -2.2867, -1.1499, -0.0595, 1.3244, 0.4842, 0.0],
+        atol=1e-4,
+    )
+
+
+def test_gigpo_no_std_and_omega_by_hand():
+    out = compute_advantages(
+        "gigpo_no_std", GIGPO_REWARDS, gamma=0.5, group_ids=GIGPO_GROUPS, state_keys=GIGPO_KEYS
+    )
+    expected = [
+        [11 / 30 + 0.2125, 11 / 30],
+        [-19 / 30 - 0.2875, -19 / 30],
+        [8 / 30 - 0.1375, 8 / 30 + 0.2125, 8 / 30],
+        [0.0],
+    ]
+    for got, want in zip(out, expected):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+    # omega weighs the step level: a registration of functools.partial(gigpo_no_std, omega=...)
+    import functools
+
+    from gem_adapters.advantages import gigpo_no_std
+
+    register_estimator("test_gigpo_half", needs_groups=True, needs_state_keys=True)(
+        functools.partial(gigpo_no_std, omega=0.5)
+    )
+    try:
+        half = compute_advantages(
+            "test_gigpo_half", GIGPO_REWARDS, gamma=0.5, group_ids=GIGPO_GROUPS, state_keys=GIGPO_KEYS
+        )
+        np.testing.assert_allclose(half[0], [11 / 30 + 0.5 * 0.2125, 11 / 30], atol=1e-12)
+    finally:
+        del ESTIMATORS["test_gigpo_half"]
+
+
+def test_gigpo_turns_without_a_state_key_get_the_episode_advantage():
+    keys = [["A", None], ["A", None], [None, None, None], [None]]
+    out = compute_advantages(
+        "gigpo", GIGPO_REWARDS, gamma=0.5, group_ids=GIGPO_GROUPS, state_keys=keys, eps=0.0
+    )
+    grpo = compute_advantages("grpo", GIGPO_REWARDS, gamma=1.0, group_ids=GIGPO_GROUPS, eps=0.0)
+    # Without anchors (and gamma 1 for GRPO's return) GiGPO is GRPO: the episode level alone.
+    for got, episode_level, key_row in zip(out, grpo, keys):
+        for value, base, key in zip(got, episode_level, key_row):
+            if key is None:
+                assert value == pytest.approx(base)
+    # The two turns anchored at A: returns 0.5 and 0 -> +-(0.25 / sample std 0.3536) = +-0.7071.
+    assert out[0][0] - grpo[0][0] == pytest.approx(1 / SQRT2)
+    assert out[1][0] - grpo[1][0] == pytest.approx(-1 / SQRT2)
+
+
+def test_gigpo_needs_state_keys_and_groups():
+    with pytest.raises(ValueError, match="state_keys"):
+        compute_advantages("gigpo", GIGPO_REWARDS, group_ids=GIGPO_GROUPS)
+    with pytest.raises(ValueError, match="group_ids"):
+        compute_advantages("gigpo", GIGPO_REWARDS, state_keys=GIGPO_KEYS)
+    with pytest.raises(ValueError, match="one entry per turn"):
+        compute_advantages("gigpo", GIGPO_REWARDS, group_ids=GIGPO_GROUPS, state_keys=[["A"]] * 4)
+    assert get_estimator("gigpo").needs_state_keys and get_estimator("gigpo").needs_groups
+    assert "gigpo" not in estimator_names() and "gigpo" in estimator_names(state_keys=True)
+
+
+def test_gigpo_integer_state_keys_as_a_tensor_and_unhashable_keys():
+    flat = dict(gamma=0.9, group_ids=[0, 0, 0, 0])
+    as_list = compute_advantages_flat(
+        "gigpo", [0.0, 1.0, 0.0, 0.0], [0, 0, 1, 1], state_keys=[5, 6, 5, 7], **flat
+    )
+    as_tensor = compute_advantages_flat(
+        "gigpo", [0.0, 1.0, 0.0, 0.0], [0, 0, 1, 1], state_keys=torch.tensor([5, 6, 5, 7]), **flat
+    )
+    np.testing.assert_array_equal(as_list, as_tensor)
+    with pytest.raises(ValueError, match="hashable"):
+        compute_advantages_flat("gigpo", [0.0, 1.0], [0, 0], state_keys=[{"a": 1}, None], group_ids=[0, 0])
+
+
+def test_gigpo_state_keys_read_back_from_json_are_the_same_anchors():
+    # Tuples come back from JSON as lists; they name the same states.
+    as_tuples = [[("A", 1), ("B", (2, 3))], [("A", 1), ("C", ())]]
+    as_lists = [[["A", 1], ["B", [2, 3]]], [["A", 1], ["C", []]]]
+    kwargs = dict(gamma=0.9, group_ids=[0, 0])
+    np.testing.assert_array_equal(
+        np.concatenate(compute_advantages("gigpo", [[0, 1], [0, 0]], state_keys=as_tuples, **kwargs)),
+        np.concatenate(compute_advantages("gigpo", [[0, 1], [0, 0]], state_keys=as_lists, **kwargs)),
+    )
+
+
+# ---- per-turn rewards with None (the turn_rewards contract) ---------------------------------------
+TURN_REWARDS = [[None, None, 1.0], [0.5, None], [None], [-0.1, 2.0]]
+FILLED = [[0.0, 0.0, 1.0], [0.5, 0.0], [0.0], [-0.1, 2.0]]
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_every_estimator_reads_none_as_a_zero_reward(name):
+    kwargs = dict(
+        gamma=0.9,
+        lam=0.8,
+        group_ids=[0, 0, 1, 1],
+        values=[[0.1, 0.2, 0.3], [0.4, 0.5], [0.6], [0.7, 0.8]],
+        state_keys=[["s", "t", "u"], ["s", "t"], ["s"], ["s", "v"]],
+    )
+    with_none = compute_advantages(name, TURN_REWARDS, **kwargs)
+    filled = compute_advantages(name, FILLED, **kwargs)
+    for got, want in zip(with_none, filled):
+        np.testing.assert_array_equal(got, want)
+    lengths = [len(r) for r in TURN_REWARDS]
+    flat = compute_advantages_flat(
+        name,
+        [x for r in TURN_REWARDS for x in r],
+        np.repeat(np.arange(4), lengths),
+        group_ids=np.repeat([0, 0, 1, 1], lengths),
+        values=[x for v in kwargs["values"] for x in v],
+        state_keys=[x for k in kwargs["state_keys"] for x in k],
+        gamma=0.9,
+        lam=0.8,
+    )
+    np.testing.assert_array_equal(flat, np.concatenate(filled))
+
+
+def test_a_turn_without_a_reward_still_gets_credit_for_what_followed():
+    # reinforce is the return itself: the two silent turns earn the discounted final reward.
+    out = compute_advantages("reinforce", [[None, None, 1.0]], gamma=0.5)
+    np.testing.assert_allclose(out[0], [0.25, 0.5, 1.0])
+    assert discounted_returns([None, 2.0], gamma=0.5).tolist() == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_rewards_are_an_error_not_a_missing_signal(bad):
+    with pytest.raises(ValueError, match="use None"):
+        compute_advantages("rebn", [[1.0, bad]])
+    with pytest.raises(ValueError, match="use None"):
+        compute_advantages_flat("rebn", torch.tensor([1.0, bad]), torch.tensor([0, 0]))
 
 
 def test_missing_inputs_are_explained():
@@ -211,8 +386,10 @@ def test_numpy_and_torch_give_identical_numbers(episode_rewards, gamma, lam, gro
         slots[turns] = np.sort(slots[turns])
     order = np.argsort(slots)
     r, e, g, v = rewards[order], episode_ids[order], group_ids[order], values[order]
+    keys = [rnd.choice([None, "a", "b", ("c", 1)]) for _ in rewards]  # state keys (GiGPO), None: no anchor
+    k = [keys[i] for i in order]
     for name in ESTIMATORS:
-        kwargs = dict(group_ids=g, values=v, gamma=gamma, lam=lam)
+        kwargs = dict(group_ids=g, values=v, state_keys=k, gamma=gamma, lam=lam)
         ref = compute_advantages_flat(name, r, e, **kwargs)
         out = compute_advantages_flat(
             name,
@@ -220,6 +397,7 @@ def test_numpy_and_torch_give_identical_numbers(episode_rewards, gamma, lam, gro
             torch.from_numpy(e),
             group_ids=torch.from_numpy(g),
             values=torch.from_numpy(v),
+            state_keys=k,
             gamma=gamma,
             lam=lam,
         )
@@ -227,7 +405,14 @@ def test_numpy_and_torch_give_identical_numbers(episode_rewards, gamma, lam, gro
         assert np.array_equal(out.numpy(), ref), name
         # The turn order of the flat layout does not matter: unshuffle and compare with the ordered batch.
         ordered = compute_advantages_flat(
-            name, rewards, episode_ids, group_ids=group_ids, values=values, gamma=gamma, lam=lam
+            name,
+            rewards,
+            episode_ids,
+            group_ids=group_ids,
+            values=values,
+            state_keys=keys,
+            gamma=gamma,
+            lam=lam,
         )
         unshuffled = np.empty_like(ref)
         unshuffled[order] = ref

@@ -196,6 +196,9 @@ class AsyncEnv:
         self.calls.append("step")
         return self.env.step(action)
 
+    def state_key(self):  # an adapter's env may name its states (GiGPO's anchors) as gem_core envs do
+        return self.env.state_key()
+
 
 def test_aplay_episode_plays_what_rollout_plays(tokenizer, renderer):
     seeds = [3, 4, 5]

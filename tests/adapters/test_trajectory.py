@@ -386,7 +386,7 @@ def test_templates_that_change_user_text_are_rendered_per_turn(tokenizer, templa
     """A template that inserts user text verbatim is split once around it; one that changes the text
     (here: trims it) is rendered for every turn. Both give the template's own tokens."""
     renderer = ChatRenderer(tokenizer, chat_template=template)
-    assert (renderer._continuation_parts is None) == (template is TRIMMING_TEMPLATE)
+    assert (renderer._continuation_parts["user"] is None) == (template is TRIMMING_TEMPLATE)
     action = [*tokenizer.encode("\\boxed{1}", add_special_tokens=False), IM_END]
     observations = ["  first  ", "\n second \n", " third"]
     episode, contexts = play(renderer, observations, [action, action])

@@ -222,6 +222,12 @@ class CrosswordsEnv(GameEnv):
             )
         return f"Yes, {slot.name} is '{answer}'.\n{self._board_text()}", reward, False, {}
 
+    def state_key(self) -> tuple:
+        """The layout, the solved clues and each clue's wrong answers (the shown letters follow)."""
+        layout = tuple((s.name, s.row, s.col, s.answer) for s in self.slots)
+        wrong = tuple(sorted((name, tuple(sorted(set(answers)))) for name, answers in self.wrong.items()))
+        return (layout, tuple(sorted(self.solved)), wrong)
+
     def _random_move(self) -> str:
         slot = self.action_rng.choice(self.slots)
         guess = self.action_rng.choice([w for w in sorted(wordlists.clues()) if len(w) == len(slot.answer)])

@@ -123,6 +123,10 @@ class FifteenPuzzleEnv(GameEnv):
     def _final_reward(self) -> float:
         return PARTIAL_CREDIT * self.progress()
 
+    def state_key(self) -> tuple:
+        """The board."""
+        return self.board
+
     def _random_move(self) -> str:
         return self.action_rng.choice(sorted(DIRECTIONS))
 

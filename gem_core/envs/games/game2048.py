@@ -109,6 +109,10 @@ class Game2048Env(GameEnv):
     def _final_reward(self) -> float:
         return PARTIAL_CREDIT * self.progress()
 
+    def state_key(self) -> tuple:
+        """The board (the next tile is drawn at random: the key names the position, not the draw)."""
+        return self.board
+
     def _random_move(self) -> str:
         return self.action_rng.choice(DIRECTIONS)
 

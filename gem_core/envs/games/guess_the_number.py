@@ -74,6 +74,10 @@ class GuessTheNumberEnv(GameEnv):
         direction = "higher" if self.target > guess else "lower"
         return f"{guess} is wrong: the number is {direction}.", 0.0, False, facts
 
+    def state_key(self) -> tuple:
+        """The number and the set of numbers guessed (their order changes nothing to come)."""
+        return (self.target, tuple(sorted(self.guesses)))
+
     def _random_move(self) -> str:
         return str(self.action_rng.randint(self.min_number, self.max_number))
 

@@ -96,6 +96,10 @@ class HangmanEnv(GameEnv):
             said = f"No, '{guess}' is not in the word."
         return f"{said}\n{self._status()}", reward, False, {}
 
+    def state_key(self) -> tuple:
+        """The word and the sets of letters and words guessed (the revealed places follow from them)."""
+        return (self.secret, tuple(sorted(self.guessed_letters)), tuple(sorted(self.guessed_words)))
+
     def _random_move(self) -> str:
         return self.action_rng.choice("abcdefghijklmnopqrstuvwxyz")
 

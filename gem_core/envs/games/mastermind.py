@@ -110,6 +110,10 @@ class MastermindEnv(GameEnv):
         lines = [f"  {' '.join(map(str, g))} -> {b} black, {w} white" for g, b, w in self.history]
         return "Your guesses so far:\n" + "\n".join(lines)
 
+    def state_key(self) -> tuple:
+        """The code and the set of guesses (the pegs and the best score follow from them)."""
+        return (self.code, tuple(sorted(g for g, _, _ in self.history)))
+
     def _random_move(self) -> str:
         return " ".join(map(str, self.action_rng.sample(range(1, self.num_symbols + 1), self.code_length)))
 

@@ -182,6 +182,10 @@ class MinesweeperEnv(GameEnv):
             )
         return f"Opened {opened} cell{'s' if opened > 1 else ''}.\n{self.board_text()}", reward, False, {}
 
+    def state_key(self) -> tuple:
+        """The mines (none before the first reveal places them), the opened cells and the flags."""
+        return (tuple(sorted(self.mines)), tuple(sorted(self.opened)), tuple(sorted(self.flags)))
+
     def _random_move(self) -> str:
         hidden = [(r, c) for r in range(self.rows) for c in range(self.cols) if (r, c) not in self.opened]
         r, c = self.action_rng.choice(hidden)

@@ -175,6 +175,15 @@ class SokobanEnv(GameEnv):
     def _final_reward(self) -> float:
         return PARTIAL_CREDIT * self.progress()
 
+    def state_key(self) -> tuple:
+        """The room (floor and targets), the boxes and the player."""
+        return (
+            tuple(sorted(self.floor)),
+            tuple(sorted(self.targets)),
+            tuple(sorted(self.boxes)),
+            self.player,
+        )
+
     def _random_move(self) -> str:
         return self.action_rng.choice(sorted(DIRECTIONS))
 

@@ -160,6 +160,10 @@ class SudokuEnv(GameEnv):
     def _final_reward(self) -> float:
         return PARTIAL_CREDIT * self.progress()
 
+    def state_key(self) -> tuple:
+        """The grid as filled so far and its solution."""
+        return (tuple(map(tuple, self.board)), tuple(map(tuple, self.solution)))
+
     def _random_move(self) -> str:
         n = self.size
         return " ".join(str(self.action_rng.randint(1, n)) for _ in range(3))

@@ -107,6 +107,10 @@ class TowerOfHanoiEnv(GameEnv):
     def _final_reward(self) -> float:
         return PARTIAL_CREDIT * self.progress()
 
+    def state_key(self) -> tuple:
+        """The disks on each peg, bottom to top."""
+        return tuple((peg, tuple(disks)) for peg, disks in sorted(self.pegs.items()))
+
     def _random_move(self) -> str:
         src, dst = self.action_rng.sample(PEGS, 2)
         return f"{src} {dst}"

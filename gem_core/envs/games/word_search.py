@@ -196,6 +196,17 @@ class WordSearchEnv(GameEnv):
             )
         return f"Found {word.upper()}!\n{self._board_text()}", reward, False, {}
 
+    def state_key(self) -> tuple:
+        """The grid and words, the words found (with their lines) and the lines marked in vain; a line
+        and its reverse are one line."""
+        found = tuple(sorted((word, _undirected(line)) for word, line in self.found.items()))
+        return (
+            tuple(self.grid),
+            tuple(self.words),
+            found,
+            tuple(sorted({_undirected(x) for x in self.misses})),
+        )
+
     def _random_move(self) -> str:
         while True:
             r, c = self.action_rng.randrange(self.size), self.action_rng.randrange(self.size)
@@ -217,6 +228,11 @@ class WordSearchEnv(GameEnv):
             for r1, c1, r2, c2 in occurrences(grid, word.upper()):
                 return f"\\boxed{{{r1 + 1} {c1 + 1} {r2 + 1} {c2 + 1}}}"
         return self.sample_random_action()
+
+
+def _undirected(line: Line) -> Line:
+    """``line`` or its reverse, whichever is smaller: the same cells either way."""
+    return min(line, line[2:] + line[:2])
 
 
 def _cells(line: Line) -> list[tuple[int, int]]:

@@ -96,6 +96,10 @@ class WordleEnv(GameEnv):
     def _history_text(self) -> str:
         return "\n".join(f"  {self._row(g, m)}" for g, m in self.history)
 
+    def state_key(self) -> tuple:
+        """The word and the set of guesses (the marks and the best score follow from them)."""
+        return (self.secret, tuple(sorted(g for g, _ in self.history)))
+
     def _random_move(self) -> str:
         return self.action_rng.choice(wordlists.words("answers", self.word_length))
 

@@ -51,6 +51,11 @@ def last_match(pattern: re.Pattern[str], action: str) -> re.Match[str] | None:
     return found
 
 
+def rows_key(grid: list[list[Any]]) -> tuple[tuple[Any, ...], ...]:
+    """A grid (a list of rows) as a tuple of tuples: part of a state key."""
+    return tuple(map(tuple, grid))
+
+
 class ReferenceGame(Env[str]):
     """A game of the reference GEM. Subclasses set ``max_turns`` and implement:
 

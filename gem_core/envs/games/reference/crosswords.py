@@ -33,6 +33,7 @@ from gem_core.envs.games.reference.base import (
     INVALID_ACTION_REWARD,
     ReferenceGame,
     last_match,
+    rows_key,
 )
 from gem_core.envs.games.reference.layout import EMPTY, lay_out
 from gem_core.envs.games.reference.words import crossword_words
@@ -122,6 +123,10 @@ class CrosswordsEnv(ReferenceGame):
         if all("_" not in row for row in self.board):
             return "Congratulations! You completed the Crosswords puzzle!", reward, True
         return observation, reward, False
+
+    def state_key(self) -> tuple:
+        """The solution and the board as filled so far."""
+        return (rows_key(self.solution), rows_key(self.board))
 
     def _example(self, rng: Any) -> str:
         empty = [(r, c) for r, row in enumerate(self.board) for c, cell in enumerate(row) if cell == "_"] or [

@@ -32,6 +32,7 @@ from gem_core.envs.games.reference.base import (
     SUCCESS_REWARD,
     ReferenceGame,
     last_match,
+    rows_key,
 )
 
 _MOVE = re.compile(r"\\boxed{(up|down|left|right)}")
@@ -111,6 +112,10 @@ class FifteenPuzzleEnv(ReferenceGame):
 
     def _goal(self) -> list[int | None]:
         return [*range(1, self.greatest_num + 1), None]
+
+    def state_key(self) -> tuple:
+        """The board."""
+        return rows_key(self.board)
 
     def _example(self, rng: Any) -> str:
         return f"\\boxed{{{rng.choice(list(_FROM))}}}"

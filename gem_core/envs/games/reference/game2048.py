@@ -116,5 +116,10 @@ class Game2048Env(ReferenceGame):
     def _out_of_turns(self, move: Any, reward: float) -> tuple[str, float]:
         return f"You have reached the maximum number of turns ({self.max_turns}).", reward
 
+    def state_key(self) -> tuple:
+        """The board, the target and the opening's highest tile (the rewards' scale); the next tile is
+        drawn at random: the key names the position, not the draw."""
+        return (self.board, self.target_tile, self.init_max_tile_achieved)
+
     def _example(self, rng: Any) -> str:
         return f"\\boxed{{{rng.choice(DIRECTIONS)}}}"

@@ -95,5 +95,9 @@ class GuessTheNumberEnv(ReferenceGame):
             return MAX_TURNS_TEXT, INVALID_ACTION_REWARD
         return MAX_TURNS_TEXT, 1 - abs(guess - self.game_number) / (self.max_number - self.min_number)
 
+    def state_key(self) -> tuple:
+        """The range, the number and the set of numbers guessed."""
+        return (self.min_number, self.max_number, self.game_number, tuple(sorted(self.previous_guesses)))
+
     def _example(self, rng: Any) -> str:
         return "\\boxed{" + str(rng.randint(self.min_number, self.max_number)) + "}"

@@ -129,6 +129,10 @@ class HangmanEnv(ReferenceGame):
             False,
         )
 
+    def state_key(self) -> tuple:
+        """The word and the set of letters guessed (the board follows from them)."""
+        return (self.secret_word, tuple(sorted(self.guessed_letters)))
+
     def _example(self, rng: Any) -> str:
         if rng.random() < 0.5:
             return f"\\boxed{{{rng.choice(self.available_words).upper()}}}"

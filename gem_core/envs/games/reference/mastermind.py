@@ -111,6 +111,10 @@ class MastermindEnv(ReferenceGame):
             )
         return f"{prefix}. This guess receives {black} black peg(s) and {white} white peg(s).", reward, False
 
+    def state_key(self) -> tuple:
+        """The symbols allowed, the code and the set of guesses (the milestone follows from them)."""
+        return (self.num_numbers, tuple(self.game_code), tuple(sorted(self.previous_guesses)))
+
     def _example(self, rng: Any) -> str:
         return (
             "\\boxed{"

@@ -35,6 +35,7 @@ from gem_core.envs.games.reference.base import (
     INVALID_ACTION_REWARD,
     ReferenceGame,
     last_match,
+    rows_key,
 )
 
 _MOVE = re.compile(r"\\boxed{([a-zA-Z]+)\s(\d+)\s(\d+)}")
@@ -179,6 +180,11 @@ class MinesweeperEnv(ReferenceGame):
             for r in range(self.rows)
             for c in range(self.cols)
         )
+
+    def state_key(self) -> tuple:
+        """The grid (mines and counts, all 0 before the first reveal lays the mines), the revealed
+        cells and the flags."""
+        return (rows_key(self.grid), rows_key(self.revealed), rows_key(self.flags), self.first_reveal)
 
     def _example(self, rng: Any) -> str:
         verb = rng.choice(["reveal"] * 9 + ["flag"])

@@ -38,6 +38,7 @@ from gem_core.envs.games.reference.base import (
     SUCCESS_REWARD,
     ReferenceGame,
     last_match,
+    rows_key,
 )
 from gem_core.envs.games.sokoban import SokobanEnv as LevelGenerator
 
@@ -152,6 +153,10 @@ class SokobanEnv(ReferenceGame):
 
     def _out_of_turns(self, move: Any, reward: float) -> tuple[str, float]:
         return MAX_TURNS_TEXT, SUCCESS_REWARD * (self._boxes_on_target() / self.num_boxes)
+
+    def state_key(self) -> tuple:
+        """The room's walls and targets and its boxes and player."""
+        return (rows_key(self.room_fixed), rows_key(self.room_state))
 
     def _example(self, rng: Any) -> str:
         return f"\\boxed{{{rng.choice(list(DIRECTIONS))}}}"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gem_core.envs.games.reference.base import INVALID_ACTION_REWARD, ReferenceGame, last_match
+from gem_core.envs.games.reference.base import INVALID_ACTION_REWARD, ReferenceGame, last_match, rows_key
 from gem_core.envs.games.sudoku import count_solutions
 
 _MOVE = re.compile(r"\\boxed{(\d+)\s(\d+)\s(\d+)}")
@@ -152,6 +152,10 @@ class SudokuEnv(ReferenceGame):
             reward,
             False,
         )
+
+    def state_key(self) -> tuple:
+        """The board as filled so far and the solution."""
+        return (rows_key(self.board), rows_key(self.full_grid))
 
     def _example(self, rng: Any) -> str:
         r, c = rng.choice(

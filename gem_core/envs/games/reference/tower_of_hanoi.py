@@ -97,6 +97,10 @@ class TowerofHanoiEnv(ReferenceGame):
     def _out_of_turns(self, move: Any, reward: float) -> tuple[str, float]:
         return MAX_TURNS_TEXT, len(self.board["C"]) / self.num_disks
 
+    def state_key(self) -> tuple:
+        """The disks on each peg, bottom to top."""
+        return tuple((peg, tuple(disks)) for peg, disks in sorted(self.board.items()))
+
     def _example(self, rng: Any) -> str:
         src, dst = rng.sample("ABC", 2)
         return f"\\boxed{{{src} {dst}}}"

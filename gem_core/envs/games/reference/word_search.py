@@ -33,6 +33,7 @@ from gem_core.envs.games.reference.base import (
     INVALID_ACTION_REWARD,
     ReferenceGame,
     last_match,
+    rows_key,
 )
 from gem_core.envs.games.reference.layout import EMPTY, cells, lay_out
 from gem_core.envs.games.reference.words import nltk_words
@@ -153,6 +154,15 @@ class WordSearchEnv(ReferenceGame):
             if {(r1, c1), (r2, c2)} == {(spot[0], spot[1]), cells(word, spot)[-1]}:
                 return word
         return None
+
+    def state_key(self) -> tuple:
+        """The grid, the words to find, the words found and the set of coordinates tried."""
+        return (
+            rows_key(self.game_board),
+            tuple(sorted(self.placed_words)),
+            tuple(sorted(self.correct_words)),
+            tuple(sorted(set(self.attempts))),
+        )
 
     def _example(self, rng: Any) -> str:
         size = len(self.game_board)

@@ -103,6 +103,10 @@ class WordleEnv(ReferenceGame):
             )
         return f"{at}\nFeedback:\n{guess}\n{feedback}", reward, False
 
+    def state_key(self) -> tuple:
+        """The word and the set of guesses (the milestones follow from them)."""
+        return (self.secret_word, tuple(sorted(self.previous_guesses)))
+
     def _example(self, rng: Any) -> str:
         return f"\\boxed{{{rng.choice(self.available_words).upper()}}}"
 
