@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import importlib
+import importlib.util
 import statistics
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ import gem_core
 from gem_adapters.advantages import ESTIMATORS
 
 pytest.importorskip("trl")
-LEARNING = str(Path(__file__).resolve().parents[1] / "benchmarks" / "learning")
+REPO = str(Path(__file__).resolve().parents[1])
 # A policy that builds in seconds: 1 layer of width 32, warmed up by 3 SFT steps on 40 games.
 TINY_POLICY = {
     "hidden_size": 32,
@@ -30,17 +32,19 @@ TINY_POLICY = {
 def learning_modules():
     """Import the scripts' modules for this file only, and drop the env ids they register afterwards."""
     global common, train, update_check
-    sys.path.insert(0, LEARNING)
-    import common
-    import train
-    import update_check
+    from benchmarks.learning import common, train, update_check
 
     yield
     for env_id in common.LEARNING_ENVS:
         gem_core.unregister(env_id)
     del ESTIMATORS["shuffled_rebn"]
-    sys.path.remove(LEARNING)
-    del sys.modules["common"], sys.modules["train"], sys.modules["update_check"]
+    for name in [m for m in sys.modules if m.startswith("benchmarks.learning")]:
+        del sys.modules[name]
+
+
+def learning_module(name: str):
+    """``benchmarks.learning.<name>``, imported afresh (the tests below drop it again)."""
+    return importlib.import_module(f"benchmarks.learning.{name}")
 
 
 def test_guess_warmup_player_plays_legally_and_always_wins():
@@ -88,17 +92,17 @@ def test_first_guess_metrics_find_the_midpoints_of_each_range():
 
 
 def test_reference_turns_of_the_discount_experiment():
-    import experiments  # found through the fixture's sys.path entry
+    experiments = learning_module("experiments")
 
     turns = experiments.reference_turns("guess50", games=300)
     # 2 (1 + 1/n) H_n - 3 = 6.18 for the uniform player, ~log2(n) - 1 for binary search, n = 50
     assert 5.9 < turns["warmup_player"] < 6.5 and 4.6 < turns["binary_search"] < 5.0
     assert turns["binary_search_max"] == 6 and round(turns["log2_range_plus_1"], 2) == 6.64
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
-    import experiments
+    experiments = learning_module("experiments")
     from transformers import HfArgumentParser
 
     command_of_path = {}
@@ -109,19 +113,20 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
                 command = experiments.command(a, seed, steps=None)
                 # a run shared by two arms or experiments trains once, and one CSV never holds two runs
                 assert command_of_path.setdefault(path, command) == command, path
-                assert command[1].endswith(a["trainer"]) and command[-1] == str(path)
-                (run,) = HfArgumentParser(train.RunConfig).parse_args_into_dataclasses(command[2:])
+                assert command[1:3] == ["-m", experiments.module(a)] and command[-1] == str(path)
+                assert importlib.util.find_spec(experiments.module(a)) is not None  # the trainer exists
+                (run,) = HfArgumentParser(train.RunConfig).parse_args_into_dataclasses(command[3:])
                 expected = (a["task"], a["estimator"], a["gamma"], seed)
                 assert (run.task, run.estimator, run.gamma, run.seed) == expected
                 for name, value in a["flags"].items():
                     parsed = getattr(run, name)
                     assert parsed == type(parsed)(value.format(seed=seed))
                 assert run.steps == (a["steps"] or experiments.STEPS[a["task"]])
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_a_flag_at_its_default_names_the_same_run_as_leaving_it_out():
-    import experiments
+    experiments = learning_module("experiments")
 
     plain = experiments.arm("guess50", "rebn", episodes_per_step="128")
     own_policy = experiments.arm("guess50", "rebn", episodes_per_step="128", policy_seed="{seed}")
@@ -131,11 +136,11 @@ def test_a_flag_at_its_default_names_the_same_run_as_leaving_it_out():
     assert train.RunConfig(task="pick", policy="guess", policy_seed=1).policy_spec() == common.PolicySpec(
         "guess", seed=1
     )
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_block_means_and_the_late_window_of_a_long_run(capsys):
-    import experiments
+    experiments = learning_module("experiments")
 
     # seed 0 wins at every 3rd step index (0, 3, 6, ...), seed 1 at every step of its last 40 of 120
     runs = {
@@ -151,11 +156,11 @@ def test_block_means_and_the_late_window_of_a_long_run(capsys):
     assert lines[2] == f"    success_rate, steps 81-120: {(13 / 40 + 1) / 2:.3f}"
     experiments.print_blocks({0: runs[0][:19]}, "success_rate")  # shorter than two blocks: nothing
     assert capsys.readouterr().out == ""
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_two_arms_are_compared_seed_by_seed_on_the_seeds_both_ran(capsys):
-    import experiments
+    experiments = learning_module("experiments")
 
     arms = [experiments.arm("guess50", "rebn", g) for g in (0.9, 1.0)]
     labels = [experiments.label(a) for a in arms]
@@ -168,7 +173,7 @@ def test_two_arms_are_compared_seed_by_seed_on_the_seeds_both_ran(capsys):
     # one shared seed: no pairing
     experiments.print_paired(summary[:1] + summary[3:4], arms, ["success_rate"])
     assert capsys.readouterr().out == ""
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_hangman_warmup_player_never_repeats_a_letter():
@@ -283,7 +288,7 @@ def run_with_verl(module: str, body: str, tmp_path: Path, port: int):
     import subprocess
 
     code = (
-        f"import json, sys\nsys.path.insert(0, {LEARNING!r})\nimport common, {module}\n"
+        f"import json\nfrom benchmarks.learning import common, {module}\n"
         f"TINY = common.PolicySpec('guess', **{TINY_POLICY!r})\n"
         f"{body}\nprint(json.dumps(result))\n"
     )
@@ -292,6 +297,7 @@ def run_with_verl(module: str, body: str, tmp_path: Path, port: int):
         "GEM_CACHE": str(tmp_path / "cache"),
         "OMP_NUM_THREADS": "1",
         "MASTER_PORT": str(port),
+        "PYTHONPATH": os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p),
     }
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -342,8 +348,7 @@ def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_p
 
     monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the script adds examples/ for train_verl
-    import verl_main_ppo
+    verl_main_ppo = learning_module("verl_main_ppo")
 
     spec = common.PolicySpec("guess", **TINY_POLICY)
     run = train.RunConfig(
@@ -356,13 +361,15 @@ def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_p
         seeds = [row["seed"] for row in tasks["extra_info"]]
         assert seeds == [2 * train.TASK_SEEDS_PER_RUN + i for i in range(4)]  # 2 steps of 2 tasks
         (loop,) = yaml.safe_load((tmp_path / "inputs" / "gem_agent_loop.yaml").read_text())
-        assert loop["_target_"] == "verl_main_ppo.RecordingGemAgentLoop" and loop["max_turns"] is None
+        assert (
+            loop["_target_"] == "benchmarks.learning.verl_main_ppo.RecordingGemAgentLoop"
+            and loop["max_turns"] is None
+        )
         assert argv[1:3] == ["-m", "verl.trainer.main_ppo"] and "actor_rollout_ref.rollout.n=4" in argv
 
         rows = verl_main_ppo.main(run, policy=spec)
     finally:
-        for name in ("verl_main_ppo", "train_verl"):
-            sys.modules.pop(name, None)
+        sys.modules.pop("benchmarks.learning.verl_main_ppo", None)
     assert [r["step"] for r in rows] == [1, 2]
     for row in rows:  # every step's 8 episodes recorded by the agent loop in verl's workers
         assert 0.0 <= row["success_rate"] <= 1.0 and row["turns"] >= 1

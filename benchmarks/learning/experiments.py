@@ -1,7 +1,7 @@
 """The learning experiments of the GEM paper, in small: run them, then plot them.
 
-    python benchmarks/learning/experiments.py run adapters discount credit critic --seeds 0 1 2 --workers 2
-    python benchmarks/learning/experiments.py plot adapters discount credit critic hangman
+    python -m benchmarks.learning.experiments run adapters discount credit critic --seeds 0 1 2 --workers 2
+    python -m benchmarks.learning.experiments plot adapters discount credit critic hangman
 
 ``run`` trains every arm of the named experiments for every seed through ``train.py`` (or
 ``verl_cpu.py``, ``verl_main_ppo.py``), one process per run with ``OMP_NUM_THREADS=1``, ``--workers``
@@ -55,10 +55,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from pathlib import Path
 
+from benchmarks.bootstrap import mean_with_interval
+from benchmarks.learning.train import RunConfig
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from bootstrap import mean_with_interval  # noqa: E402
-from train import RunConfig  # noqa: E402
+REPO = HERE.parents[1]
 
 RESULTS = HERE.parent / "results" / "learning"
 RUNS = RESULTS / "curves"
@@ -197,10 +198,16 @@ def run_path(a: dict, seed: int) -> Path:
     return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}{flags}-seed{seed}.csv"
 
 
+def module(a: dict) -> str:
+    """The arm's trainer as a module of this package (``train.py`` -> ``benchmarks.learning.train``)."""
+    return f"benchmarks.learning.{a['trainer'].removesuffix('.py')}"
+
+
 def command(a: dict, seed: int, steps: int | None) -> list[str]:
+    """The run's command, for the repository root (``run`` starts it there)."""
     steps = a["steps"] or steps or STEPS.get(a["task"], 40)
     return [
-        sys.executable, str(HERE / a["trainer"]), "--task", a["task"], "--estimator", a["estimator"],
+        sys.executable, "-m", module(a), "--task", a["task"], "--estimator", a["estimator"],
         "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps),
         *(x for name, value in run_flags(a, seed).items() for x in (f"--{name}", value)), "--out", str(run_path(a, seed)),
     ]  # fmt: skip
@@ -217,7 +224,7 @@ def run(
             for seed in seeds:
                 if not run_path(a, seed).exists():
                     jobs.setdefault(str(run_path(a, seed)), command(a, seed, steps))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     RUNS.mkdir(parents=True, exist_ok=True)
 
     def one(cmd: list[str]) -> None:
@@ -226,7 +233,7 @@ def run(
         with open(log, "w") as f:
             f.write(" ".join(cmd[1:]) + "\n")
             f.flush()
-            code = subprocess.call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
+            code = subprocess.call(cmd, env=env, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
         print(f"{'done' if code == 0 else f'FAILED ({code})'}: {' '.join(cmd[1:])}", flush=True)
 
     print(f"{len(jobs)} runs, {workers} at a time", flush=True)
@@ -387,7 +394,7 @@ def reference_turns(task: str, games: int = 2000) -> dict[str, float]:
     for binary search (the env's solver), and log2(range)+1."""
     from dataclasses import replace
 
-    from common import LEARNING_ENVS, TASKS, scripted_games
+    from benchmarks.learning.common import LEARNING_ENVS, TASKS, scripted_games
 
     warmup_player = TASKS[task]
     binary_search = replace(warmup_player, warmup_action=lambda env, _rng: env.solve_action())
