@@ -51,7 +51,9 @@ SYNC_LINE = re.compile(r"weights synced: global_steps=(\d+) fingerprint=(\S+)")
 # ---- the patched verl code is still what the patches expect (no Ray, fast) ----------------------
 
 
-@pytest.mark.parametrize("patch, line", cpu.PATCHES.lines(), ids=[str(line) for _, line in cpu.PATCHES.lines()])
+@pytest.mark.parametrize(
+    "patch, line", cpu.PATCHES.lines(), ids=[str(line) for _, line in cpu.PATCHES.lines()]
+)
 def test_patched_verl_line_is_unchanged(patch, line):
     found = line.read(source_root("verl"))
     assert found == line.text, f"verl changed {line} (now {found!r}); re-check {patch.name}: {patch.why}"
