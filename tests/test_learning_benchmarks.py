@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import importlib
 import importlib.util
+import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -17,7 +19,8 @@ import gem_core
 from gem_adapters.advantages import ESTIMATORS
 
 pytest.importorskip("trl")
-REPO = str(Path(__file__).resolve().parents[1])
+REPO_PATH = Path(__file__).resolve().parents[1]
+REPO = str(REPO_PATH)
 # A policy that builds in seconds: 1 layer of width 32, warmed up by 3 SFT steps on 40 games.
 TINY_POLICY = {
     "hidden_size": 32,
@@ -377,3 +380,90 @@ def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_p
     assert [r["lr"] for r in rows] == pytest.approx([run.learning_rate / 2, 0.0])  # verl's cosine, as TRL's
     with open(tmp_path / "run.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
+
+
+def test_openrlhf_command_is_the_runs_settings_as_train_ppo_ray_parses_them(tmp_path):
+    """``openrlhf_train_ppo_ray.command``'s flags, parsed by OpenRLHF's own ``train_ppo_ray`` parser (its
+    ``__main__`` block up to ``train(args)``), hold the run's batch, optimizer and schedule."""
+    pytest.importorskip("openrlhf")
+    from tests.adapters.openrlhf.openrlhf_source import parse_cli
+
+    launcher = learning_module("openrlhf_train_ppo_ray")
+    run = launcher.OpenRLHFRunConfig(task="guess_range", seed=1, steps=60, episodes_per_step=128, out="x.csv")
+    argv = launcher.command(run, tmp_path / "policy", tmp_path)
+    assert argv[1:3] == ["-m", "gem_adapters.openrlhf.cpu"]
+    from gem_adapters.openrlhf.cpu import CPU_FLAGS
+
+    args = parse_cli([*CPU_FLAGS, *argv[3:]])
+    assert (args.rollout.batch_size, args.rollout.n_samples_per_prompt) == (16, 8)
+    assert args.train.batch_size == args.train.micro_batch_size == 128  # one optimizer step, one micro-batch
+    assert args.actor.adam.lr == run.learning_rate and tuple(args.actor.adam.betas) == (0.9, 0.999)
+    assert args.actor.lr_scheduler == "constant_with_warmup"
+    assert math.ceil(run.steps * args.actor.lr_warmup_ratio) == run.warmup_steps  # OpenRLHF's warm-up steps
+    assert args.algo.advantage.gamma == run.gamma and args.algo.kl.init_coef == 0
+    assert args.rollout.max_new_tokens == common.TASKS["guess_range"].max_turn_tokens
+    rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    seeds = [json.loads(row["label"])["seed"] for row in rows]
+    assert seeds == [train.TASK_SEEDS_PER_RUN + i for i in range(60 * 16)]  # train.py's task seeds
+    with pytest.raises(SystemExit, match="estimators OpenRLHF"):
+        launcher.check_run(launcher.OpenRLHFRunConfig(estimator="gae"))
+    del sys.modules["benchmarks.learning.openrlhf_train_ppo_ray"]
+
+
+def test_openrlhf_rows_come_from_its_log_and_the_recorded_episodes(tmp_path):
+    """A step's row: OpenRLHF's ``Global step`` line (as in benchmarks/results/openrlhf_cpu's log) and the
+    next ``episodes_per_step`` recorded episodes; a line still being written is not read."""
+    from gem_adapters.jsonl import write_jsonl
+
+    launcher = learning_module("openrlhf_train_ppo_ray")
+    log = tmp_path / "train.log"
+    line = (REPO_PATH / "benchmarks/results/openrlhf_cpu/train_ppo_ray_2_steps.log").read_text().splitlines()
+    log.write_text("\n".join(x for x in line if "Global step" in x) + "\n")
+    records = launcher.step_records(log)
+    assert [step for step, _ in records] == [1, 2] and records[0][1]["actor_lr"] == 0.001
+    played = tmp_path / "episodes"
+    played.mkdir()
+    task = common.TASKS["guess"]
+    tokenizer = common.train_tokenizer(["\\boxed{5} is wrong"], vocab_size=300)
+    episodes = common.scripted_episodes(task, common.ChatRenderer(tokenizer), 6, seed=0)
+    write_jsonl(played / "episodes-1.jsonl", episodes)
+    with open(played / "episodes-1.jsonl", "a") as f:
+        f.write('{"env_id": "half a line')
+    assert len(launcher.played_episodes(played)) == 6
+    row = launcher.step_row(2, records[1][1], launcher.played_episodes(played), episodes_per_step=3)
+    assert row["success_rate"] == train.batch_metrics(episodes[3:])["success_rate"] == 1.0
+    assert row["step"] == 2 and row["loss"] == records[1][1]["policy_loss"]
+    with pytest.raises(RuntimeError, match="2 episodes recorded"):
+        launcher.step_row(2, records[1][1], episodes[:5], episodes_per_step=3)
+    del sys.modules["benchmarks.learning.openrlhf_train_ppo_ray"]
+
+
+def test_roll_config_and_rows(tmp_path):
+    """``roll_agentic``'s ROLL config (the run's batch, groups, turn budget, ReBN as step_reinforce) and a
+    row from ROLL's ``metrics_tag`` log line (as in benchmarks/results/roll_cpu's log)."""
+    import yaml
+
+    launcher = learning_module("roll_agentic")
+    run = launcher.RollRunConfig(task="guess_range", seed=2, steps=60, episodes_per_step=128)
+    cfg = yaml.safe_load(launcher.write_config(run, tmp_path / "policy", tmp_path).read_text())
+    assert cfg["rollout_batch_size"] == 128 and cfg["seed"] == 2 and cfg["max_steps"] == 60
+    manager = cfg["train_env_manager"]
+    assert (manager["num_env_groups"], manager["group_size"]) == (16, 8)
+    assert manager["max_env_num_per_worker"] * run.env_workers == 128
+    assert cfg["adv_estimator"] == "step_reinforce" and cfg["step_reward_gamma"] == run.gamma
+    assert cfg["max_tokens_per_step"] == 8 and cfg["max_actions_per_traj"] == 10
+    env = cfg["custom_envs"]["GemCoreGame"]
+    assert env["env_type"] == "gem_core/game:GuessTheNumber-v1-learn-range"
+    assert env["env_manager_cls"] == "benchmarks.learning.roll_env_managers.StepConcatEnvManager"
+    assert cfg["actor_train"]["training_args"]["learning_rate"] == run.learning_rate
+    log = tmp_path / "roll.log"
+    lines = (REPO_PATH / "benchmarks/results/roll_cpu/run.log").read_text().splitlines()
+    log.write_text("\n".join(x for x in lines if "metrics_tag" in x) + "\n")
+    records = launcher.step_records(log)
+    rows = [launcher.step_row(record) for record in records]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[0]["success_rate"] == 0.0 and rows[0]["turns"] == 2.0 and rows[0]["invalid_rate"] == 1.0
+    assert rows[0]["return"] == pytest.approx(-0.2)
+    with pytest.raises(SystemExit, match="step_reinforce"):
+        launcher.check_run(launcher.RollRunConfig(estimator="grpo"))
+    del sys.modules["benchmarks.learning.roll_agentic"]

@@ -29,7 +29,9 @@ arms, their difference paired by seed (``print_paired``).
 7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 1, 3 and 4 again at 128 episodes per step,
    the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task) and on 1-50; the 1-50
    arms and the critic ran ``--steps 40`` (results README, 7a and 7c); ``adapters_main_ppo``: 3 with
-   verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``).
+   verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``); ``frameworks``: TRL and ``main_ppo`` beside
+   OpenRLHF's ``train_ppo_ray`` (``openrlhf_train_ppo_ray.py``) and ROLL's agentic pipeline
+   (``roll_agentic.py``), each of those two run by ``PYTHON``'s interpreter (its own environment).
 8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens;
    ``hold``: the same with the learning rate decayed to 0 (cosine) over the 120 steps.
 9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO, REINFORCE and ReBN with
@@ -60,6 +62,13 @@ from benchmarks.learning.train import RunConfig
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+# The trainers that need an environment of their own (scripts/install.sh; ROLL also ROLL_SRC): its Python.
+PYTHON = {
+    "openrlhf_train_ppo_ray.py": os.environ.get(
+        "GEM_OPENRLHF_PYTHON", str(REPO / ".venv-openrlhf/bin/python")
+    ),
+    "roll_agentic.py": os.environ.get("GEM_ROLL_PYTHON", str(REPO / ".venv-roll/bin/python")),
+}
 
 RESULTS = HERE.parent / "results" / "learning"
 RUNS = RESULTS / "curves"
@@ -124,6 +133,14 @@ EXPERIMENTS = {
         arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
         arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
     ],
+    # adapters_main_ppo's TRL and main_ppo arms beside the same run through OpenRLHF's train_ppo_ray and
+    # ROLL's agentic pipeline (each in its own environment: PYTHON)
+    "frameworks": [
+        arm("guess_range", "rebn", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="openrlhf_train_ppo_ray.py", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="roll_agentic.py", episodes_per_step="128"),
+    ],
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "long": [arm("guess_range", "rebn", **LONG)],
     # long's run, and the same with the learning rate decayed to 0 over the 120 steps
@@ -157,6 +174,7 @@ METRICS = {  # what each experiment plots
     "discount_batch": DISCOUNT_METRICS,
     "adapters_batch": ["success_rate", "return", "turns", "invalid_rate"],
     "adapters_main_ppo": ["success_rate", "return", "turns", "invalid_rate"],
+    "frameworks": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "long": ["success_rate", "return", "turns", "invalid_rate"],
     "hold": ["success_rate", "return", "turns", "invalid_rate"],
@@ -169,7 +187,7 @@ METRICS = {  # what each experiment plots
 
 
 def trainer_name(a: dict) -> str:
-    """``verl`` for ``verl_cpu.py``, ``verl_main_ppo`` for ``verl_main_ppo.py``."""
+    """``verl`` for ``verl_cpu.py``, ``verl_main_ppo`` for ``verl_main_ppo.py``, and so on."""
     return a["trainer"].removesuffix(".py").removesuffix("_cpu")
 
 
@@ -207,7 +225,7 @@ def command(a: dict, seed: int, steps: int | None) -> list[str]:
     """The run's command, for the repository root (``run`` starts it there)."""
     steps = a["steps"] or steps or STEPS.get(a["task"], 40)
     return [
-        sys.executable, "-m", module(a), "--task", a["task"], "--estimator", a["estimator"],
+        PYTHON.get(a["trainer"], sys.executable), "-m", module(a), "--task", a["task"], "--estimator", a["estimator"],
         "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps),
         *(x for name, value in run_flags(a, seed).items() for x in (f"--{name}", value)), "--out", str(run_path(a, seed)),
     ]  # fmt: skip

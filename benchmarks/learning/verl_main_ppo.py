@@ -22,7 +22,6 @@ invalid-move rate). A step's CSV row is written when verl's file logger writes t
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -31,12 +30,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
 
 from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
+from benchmarks.learning.launch import Launched
 from benchmarks.learning.train import (
     PROMPT_TOKENS,
     RESPONSE_TOKENS,
@@ -166,37 +165,23 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
         tempfile.TemporaryDirectory() as workdir,
         tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_dir,
         run_log(run) as log,
-        open(main_ppo_log, "w") as output,
     ):
         work = Path(workdir)
         episodes, metrics = work / "episodes", work / "metrics.jsonl"
         episodes.mkdir()
         env = {**launch_env(), EPISODE_DIR: str(episodes), "VERL_FILE_LOGGER_PATH": str(metrics)}
-        process = subprocess.Popen(
-            command(run, folder, work, ray_dir),
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its Ray processes go with it, below
-        )
-        try:
-            logged = 0
-            while logged < run.steps:
-                finished = process.poll() is not None
-                for record in complete_records(metrics)[logged:]:
-                    log.record(step_row(record, episodes, run.episodes_per_step))
-                    logged += 1
-                if finished:
-                    break
-                time.sleep(2)
-            process.wait()
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+        with Launched(command(run, folder, work, ray_dir), env, main_ppo_log) as launched:
+            logged = launched.follow(
+                lambda: complete_records(metrics),
+                run.steps,
+                lambda record: log.record(step_row(record, episodes, run.episodes_per_step)),
+            )
         summarize(log, f"verl main_ppo {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}")
-    if process.returncode != 0 or logged != run.steps:
+        print(f"peak memory of main_ppo's processes: {launched.peak_rss_bytes / 2**30:.1f} GiB", flush=True)
+    returncode = launched.process.returncode
+    if returncode != 0 or logged != run.steps:
         tail = main_ppo_log.read_text()[-4000:]
-        raise RuntimeError(f"main_ppo exited with {process.returncode} after {logged} steps:\n{tail}")
+        raise RuntimeError(f"main_ppo exited with {returncode} after {logged} steps:\n{tail}")
     return log.rows
 
 
