@@ -13,7 +13,36 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.learning.train import RunConfig, run_log, summarize
+
 POLL_S = 2.0
+
+
+def run_trainer(
+    run: RunConfig,
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    trainer_log: Path,
+    records: Callable[[], list[Any]],
+    to_row: Callable[[Any], dict],
+    cwd: str | Path | None = None,
+) -> list[dict]:
+    """Run the trainer's ``argv`` (output to ``trainer_log``) and write ``run``'s CSV, one row per record
+    (``to_row``) as ``records()`` yields them; then print the closing lines (``name``) and the peak memory
+    of the trainer's processes. Returns the rows; raises when the trainer fails or stops early."""
+    with run_log(run) as log:
+        with Launched(argv, env, trainer_log, cwd) as launched:
+            logged = launched.follow(records, run.steps, lambda record: log.record(to_row(record)))
+        summarize(log, name)
+        print(
+            f"peak memory of the trainer's processes: {launched.peak_rss_bytes / 2**30:.1f} GiB", flush=True
+        )
+    returncode = launched.process.returncode
+    if returncode != 0 or logged != run.steps:
+        tail = trainer_log.read_text(errors="replace")[-4000:]
+        raise RuntimeError(f"{name}: exit code {returncode} after {logged} steps:\n{tail}")
+    return log.rows
 
 
 class Launched:

@@ -32,15 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
-from benchmarks.learning.launch import Launched
+from benchmarks.learning.launch import run_trainer
 from benchmarks.learning.train import (
     MAX_CONTEXT_TOKENS,
     TASK_SEEDS_PER_RUN,
     RunConfig,
     batch_metrics,
     parse_run,
-    run_log,
-    summarize,
 )
 from gem_adapters.episode import Episode
 
@@ -182,12 +180,10 @@ def main(run: OpenRLHFRunConfig, policy: PolicySpec | None = None) -> list[dict]
     """Train through ``train_ppo_ray``; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
     check_run(run)
     folder = warmed_up_policy(policy or run.policy_spec())
-    trainer_log = Path(run.out).with_suffix(".train_ppo_ray.log")
     # Ray's folder right under /tmp: its socket paths have a length limit
     with (
         tempfile.TemporaryDirectory(prefix="gem-openrlhf-") as workdir,
         tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_dir,
-        run_log(run) as log,
     ):
         work = Path(workdir)
         episodes = work / "episodes"
@@ -198,23 +194,17 @@ def main(run: OpenRLHFRunConfig, policy: PolicySpec | None = None) -> list[dict]
             "RAY_TMPDIR": ray_dir,
             "TORCH_EXTENSIONS_DIR": str(work / "torch_extensions"),
         }
-        with Launched(command(run, folder, work), env, trainer_log, cwd=work) as launched:
-            logged = launched.follow(
-                lambda: step_records(trainer_log),
-                run.steps,
-                lambda record: log.record(
-                    step_row(*record, played_episodes(episodes), run.episodes_per_step)
-                ),
-            )
-        summarize(log, f"OpenRLHF train_ppo_ray {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}")
-        print(
-            f"peak memory of train_ppo_ray's processes: {launched.peak_rss_bytes / 2**30:.1f} GiB", flush=True
+        trainer_log = Path(run.out).with_suffix(".train_ppo_ray.log")
+        return run_trainer(
+            run,
+            f"OpenRLHF train_ppo_ray {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}",
+            command(run, folder, work),
+            env,
+            trainer_log,
+            lambda: step_records(trainer_log),
+            lambda record: step_row(*record, played_episodes(episodes), run.episodes_per_step),
+            cwd=work,
         )
-    returncode = launched.process.returncode
-    if returncode != 0 or logged != run.steps:
-        tail = trainer_log.read_text(errors="replace")[-4000:]
-        raise RuntimeError(f"train_ppo_ray exited with {returncode} after {logged} steps:\n{tail}")
-    return log.rows
 
 
 if __name__ == "__main__":

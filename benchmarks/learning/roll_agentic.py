@@ -43,8 +43,8 @@ from pathlib import Path
 import yaml
 
 from benchmarks.learning.common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
-from benchmarks.learning.launch import Launched
-from benchmarks.learning.train import MAX_CONTEXT_TOKENS, RunConfig, parse_run, run_log, summarize
+from benchmarks.learning.launch import run_trainer
+from benchmarks.learning.train import MAX_CONTEXT_TOKENS, RunConfig, parse_run
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_CONFIG = REPO / "benchmarks" / "roll_cpu" / "agentic_gem_cpu.yaml"
@@ -178,25 +178,22 @@ def main(run: RollRunConfig, policy: PolicySpec | None = None) -> list[dict]:
     """Train through ROLL's pipeline; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
     check_run(run)
     folder = warmed_up_policy(policy or run.policy_spec())
-    roll_log = Path(run.out).with_suffix(".roll.log")
     with (
         tempfile.TemporaryDirectory(prefix="gem-roll-") as workdir,
         tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_dir,
-        run_log(run) as log,
     ):
         work = Path(workdir)
-        env = {**launch_env(), "RAY_TMPDIR": ray_dir, "ROLL_LOG_DIR": str(work / "logs")}
-        with Launched(command(write_config(run, folder, work)), env, roll_log, cwd=work) as launched:
-            logged = launched.follow(
-                lambda: step_records(roll_log), run.steps, lambda record: log.record(step_row(record))
-            )
-        summarize(log, f"ROLL agentic {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}")
-        print(f"peak memory of ROLL's processes: {launched.peak_rss_bytes / 2**30:.1f} GiB", flush=True)
-    returncode = launched.process.returncode
-    if returncode != 0 or logged != run.steps:
-        tail = roll_log.read_text(errors="replace")[-4000:]
-        raise RuntimeError(f"ROLL's pipeline exited with {returncode} after {logged} steps:\n{tail}")
-    return log.rows
+        roll_log = Path(run.out).with_suffix(".roll.log")
+        return run_trainer(
+            run,
+            f"ROLL agentic {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}",
+            command(write_config(run, folder, work)),
+            {**launch_env(), "RAY_TMPDIR": ray_dir, "ROLL_LOG_DIR": str(work / "logs")},
+            roll_log,
+            lambda: step_records(roll_log),
+            step_row,
+            cwd=work,
+        )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
-from benchmarks.learning.launch import Launched
+from benchmarks.learning.launch import run_trainer
 from benchmarks.learning.train import (
     PROMPT_TOKENS,
     RESPONSE_TOKENS,
@@ -44,8 +44,6 @@ from benchmarks.learning.train import (
     batch_metrics,
     check_verl_run,
     parse_run,
-    run_log,
-    summarize,
 )
 from gem_adapters.jsonl import read_jsonl, write_jsonl
 from gem_adapters.verl.agent_loop import GemAgentLoop
@@ -159,30 +157,23 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     """Train through ``main_ppo``; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
     check_verl_run(run)
     folder = warmed_up_policy(policy or run.policy_spec())
-    main_ppo_log = Path(run.out).with_suffix(".main_ppo.log")
     # Ray's folder right under /tmp: its socket paths have a length limit
     with (
         tempfile.TemporaryDirectory() as workdir,
         tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_dir,
-        run_log(run) as log,
     ):
         work = Path(workdir)
         episodes, metrics = work / "episodes", work / "metrics.jsonl"
         episodes.mkdir()
-        env = {**launch_env(), EPISODE_DIR: str(episodes), "VERL_FILE_LOGGER_PATH": str(metrics)}
-        with Launched(command(run, folder, work, ray_dir), env, main_ppo_log) as launched:
-            logged = launched.follow(
-                lambda: complete_records(metrics),
-                run.steps,
-                lambda record: log.record(step_row(record, episodes, run.episodes_per_step)),
-            )
-        summarize(log, f"verl main_ppo {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}")
-        print(f"peak memory of main_ppo's processes: {launched.peak_rss_bytes / 2**30:.1f} GiB", flush=True)
-    returncode = launched.process.returncode
-    if returncode != 0 or logged != run.steps:
-        tail = main_ppo_log.read_text()[-4000:]
-        raise RuntimeError(f"main_ppo exited with {returncode} after {logged} steps:\n{tail}")
-    return log.rows
+        return run_trainer(
+            run,
+            f"verl main_ppo {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}",
+            command(run, folder, work, ray_dir),
+            {**launch_env(), EPISODE_DIR: str(episodes), "VERL_FILE_LOGGER_PATH": str(metrics)},
+            Path(run.out).with_suffix(".main_ppo.log"),
+            lambda: complete_records(metrics),
+            lambda record: step_row(record, episodes, run.episodes_per_step),
+        )
 
 
 def complete_records(path: Path) -> list[dict]:
