@@ -37,9 +37,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from gem_adapters.openrlhf.hook import CPU_ENV
 from gem_adapters.patching import Line, Patch, PatchSet
 
-ENABLE_ENV = "GEM_OPENRLHF_CPU"  # "1": gem_adapters.openrlhf.hook.setup_worker installs the patches
 WORKER_EXTENSION = f"{__name__}.WorkerWrap"
 OPENRLHF_WORKER_EXTENSION = "openrlhf.trainer.ray.vllm_worker_wrap.WorkerWrap"
 
@@ -64,7 +64,7 @@ def cpu_environment(workdir: str | Path, logical_gpus: int = 1, logical_cpus: in
         "RAY_ADDRESS": "local",  # a private Ray instance, never a cluster another job started
         "RAY_OVERRIDE_RESOURCES": f'{{"CPU": {logical_cpus}, "GPU": {logical_gpus}}}',
         "RAY_RUNTIME_ENV_HOOK": "gem_adapters.openrlhf.hook.runtime_env_hook",
-        ENABLE_ENV: "1",
+        CPU_ENV: "1",  # gem_adapters.openrlhf.hook.setup_worker then calls install()
         "TOKENIZERS_PARALLELISM": "false",
     }
 

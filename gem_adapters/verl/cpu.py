@@ -470,11 +470,6 @@ PATCHES = PatchSet(
 )
 
 
-def enabled() -> bool:
-    """Whether this process was asked to run verl on CPU (``VERL_PLATFORM=cpu``)."""
-    return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM
-
-
 def install() -> None:
     """Make this process run verl on CPU (idempotent): the FSDP engines' device key
     (``VERL_ENGINE_DEVICE=cuda``), the transformers rollout in verl's registries, and ``PATCHES``.

@@ -16,7 +16,7 @@ from gem_adapters.verl.estimators import register_estimators
 
 REGISTERED = register_estimators()
 
-if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":  # verl's own platform switch
     from gem_adapters.verl import cpu
 
     cpu.install()  # the CPU platform, the transformers rollout and the patches of verl's CUDA-only lines
