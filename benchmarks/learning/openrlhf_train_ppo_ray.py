@@ -111,6 +111,7 @@ def command(run: OpenRLHFRunConfig, folder: Path, workdir: Path) -> list[str]:
         "--actor.max_norm": 1.0,
         "--actor.eps_clip": 0.2,
         "--actor.loss_agg_mode": "token-mean",
+        "--actor.entropy_coef": 0,  # no entropy term; 0 (not None) makes OpenRLHF log the entropy
         "--ckpt.output_dir": workdir / "final",
         "--ckpt.path": workdir / "ckpt",
         "--logger.logging_steps": 1,

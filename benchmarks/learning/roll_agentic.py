@@ -19,8 +19,13 @@ cosine, no weight decay, clip 1.0, token-mean PPO-clip loss, no KL term. What RO
 * samples: ROLL's step-wise env manager (``StepConcatEnvManager``) makes one sample per turn whose prompt
   is the current observation alone (the range hints of ``guess_range`` make it a Markov state), where the
   other arms train on the whole conversation;
-* updates: mini-batches of ``train_samples`` turn samples (``batch_adjust_mode: delete`` drops the
-  remainder), so a step makes about (turns per step / ``train_samples``) optimizer steps;
+* updates: ROLL trains on mini-batches of a fixed number of samples, so one optimizer step per rollout batch,
+  as in the other arms, is a random ``train_samples`` of the step's turn samples (``batch_adjust_mode:
+  random_sample``; with 128 episodes of 4-6 turns, 512 is 65-80% of them; under 512 samples, i.e. fewer than
+  4 turns per episode, ROLL copies samples to fill the mini-batch instead). ROLL's ``delete`` mode, which
+  would drop only the remainder, fails here: ``roll/pipeline/agentic/agentic_pipeline.py:729`` indexes the
+  batch with a boolean tensor, which ``RemoteBatch.__getitem__`` (``roll/distributed/scheduler/
+  remote_protocol.py:151``) cannot take (``RuntimeError: key must be a NestedKey``);
 * task seeds: ROLL's scheduler draws the env seeds (from ``seed``), not ``train.py``'s.
 
 The CSV has ``train.py``'s columns from ROLL's per-step metrics (``metrics_tag`` log lines: the batch it
@@ -56,7 +61,7 @@ DEVICES = 2  # Ray logical GPUs: actor_train on 0, actor_infer on 1
 @dataclass
 class RollRunConfig(RunConfig):
     train_samples: int = field(
-        default=128, metadata={"help": "Turn samples per optimizer step (ROLL's mini-batch)."}
+        default=512, metadata={"help": "Turn samples of a step's one optimizer step (ROLL's mini-batch)."}
     )
     env_workers: int = field(default=2, metadata={"help": "ROLL env worker processes (Ray actors)."})
 
@@ -68,6 +73,8 @@ def check_run(run: RollRunConfig) -> None:
         raise SystemExit("--beta: this run has no KL term (init_kl_coef 0)")
     if run.episodes_per_step % run.num_generations or run.episodes_per_step % run.env_workers:
         raise SystemExit("episodes_per_step must be a multiple of num_generations and of env_workers")
+    if run.train_samples % 64:
+        raise SystemExit("train_samples must be a multiple of 64 (the old log-probs' batch)")
 
 
 def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
@@ -92,6 +99,7 @@ def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
         max_tokens_per_step=task.max_turn_tokens,
         max_actions_per_traj=max_turns,
         skip_mock_system_prompt=True,
+        batch_adjust_mode="random_sample",
     )
     cfg["checkpoint_config"]["output_dir"] = str(workdir / "checkpoints")
     training = cfg["actor_train"]["training_args"]
@@ -104,7 +112,9 @@ def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
         lr_scheduler_type={"constant": "constant_with_warmup", "cosine": "cosine"}[run.lr_schedule],
         seed=run.seed,
     )
-    cfg["actor_train"]["infer_batch_size"] = run.train_samples
+    cfg["actor_train"]["infer_batch_size"] = (
+        64  # old log-probs, 64 sequences a forward (divides train_samples)
+    )
     cfg["actor_infer"]["generating_args"]["temperature"] = run.temperature
     cfg["train_env_manager"].update(
         max_env_num_per_worker=run.episodes_per_step // run.env_workers,
