@@ -131,6 +131,21 @@ class PatchSet:
         return [(patch, line) for patch in self.patches for line in patch.lines]
 
 
+MARK = "_gem_patched"
+
+
+def wrap(owner: Any, name: str, build: Callable[[Any], Callable[..., Any]]) -> None:
+    """``owner.name = build(owner.name)``, once: the new function is marked, and a second call (the same
+    module imported again, or a patch set installed twice) finds the mark and leaves it. The mark is an
+    attribute of our own, not ``__wrapped__``: the original may already carry one (``functools.cache``)."""
+    original = getattr(owner, name)
+    if getattr(original, MARK, False):
+        return
+    replacement = build(original)
+    setattr(replacement, MARK, True)
+    setattr(owner, name, replacement)
+
+
 def patch_on_import(module_name: str, patch: Callable[[ModuleType], None]) -> None:
     """Call ``patch(module)`` now if ``module_name`` is imported, else right after its first import in
     this process (a failed import leaves the patch armed for the next try)."""

@@ -456,8 +456,12 @@ def test_roll_config_and_rows(tmp_path):
     assert env["env_type"] == "gem_core/game:GuessTheNumber-v1-learn-range"
     assert env["env_manager_cls"] == "benchmarks.learning.roll_env_managers.StepConcatEnvManager"
     assert cfg["actor_train"]["training_args"]["learning_rate"] == run.learning_rate
-    assert cfg["batch_adjust_mode"] == "random_sample"  # one optimizer step a rollout (ROLL's delete mode fails)
-    assert cfg["actor_train"]["training_args"]["per_device_train_batch_size"] == run.train_samples == 512
+    assert (
+        cfg["batch_adjust_mode"] == "random_sample"
+    )  # one optimizer step a rollout (ROLL's delete mode fails)
+    training = cfg["actor_train"]["training_args"]
+    assert training["per_device_train_batch_size"] * training["gradient_accumulation_steps"] == 512
+    assert cfg["sequence_length"] == launcher.TURN_SAMPLE_TOKENS  # a turn sample, padded
     log = tmp_path / "roll.log"
     lines = (REPO_PATH / "benchmarks/results/roll_cpu/run.log").read_text().splitlines()
     log.write_text("\n".join(x for x in lines if "metrics_tag" in x) + "\n")

@@ -49,13 +49,17 @@ import yaml
 
 from benchmarks.learning.common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
 from benchmarks.learning.launch import run_trainer
-from benchmarks.learning.train import MAX_CONTEXT_TOKENS, RunConfig, parse_run
+from benchmarks.learning.train import RunConfig, parse_run
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_CONFIG = REPO / "benchmarks" / "roll_cpu" / "agentic_gem_cpu.yaml"
 METRICS = re.compile(r"metrics_tag: (\{.*\})")
 TAG = "GemCoreGame"
 DEVICES = 2  # Ray logical GPUs: actor_train on 0, actor_infer on 1
+# ROLL pads every sample to sequence_length: a turn sample is one observation and one action, far below
+# the episodes' MAX_CONTEXT_TOKENS (1024 padded tokens a sample made one 512-sample step take 17 GB).
+TURN_SAMPLE_TOKENS = 256
+MICRO_BATCH = 64  # samples a forward and backward (gradient accumulation up to train_samples)
 
 
 @dataclass
@@ -73,8 +77,8 @@ def check_run(run: RollRunConfig) -> None:
         raise SystemExit("--beta: this run has no KL term (init_kl_coef 0)")
     if run.episodes_per_step % run.num_generations or run.episodes_per_step % run.env_workers:
         raise SystemExit("episodes_per_step must be a multiple of num_generations and of env_workers")
-    if run.train_samples % 64:
-        raise SystemExit("train_samples must be a multiple of 64 (the old log-probs' batch)")
+    if run.train_samples % MICRO_BATCH:
+        raise SystemExit(f"train_samples must be a multiple of {MICRO_BATCH} (the micro-batch)")
 
 
 def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
@@ -94,7 +98,7 @@ def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
         save_steps=10**9,
         eval_steps=0,
         rollout_batch_size=run.episodes_per_step,
-        sequence_length=MAX_CONTEXT_TOKENS,
+        sequence_length=TURN_SAMPLE_TOKENS,
         step_reward_gamma=run.gamma,
         max_tokens_per_step=task.max_turn_tokens,
         max_actions_per_traj=max_turns,
@@ -106,15 +110,13 @@ def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
     training.update(
         learning_rate=run.learning_rate,
         weight_decay=0,
-        per_device_train_batch_size=run.train_samples,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=MICRO_BATCH,
+        gradient_accumulation_steps=run.train_samples // MICRO_BATCH,
         warmup_steps=run.warmup_steps,
         lr_scheduler_type={"constant": "constant_with_warmup", "cosine": "cosine"}[run.lr_schedule],
         seed=run.seed,
     )
-    cfg["actor_train"]["infer_batch_size"] = (
-        64  # old log-probs, 64 sequences a forward (divides train_samples)
-    )
+    cfg["actor_train"]["infer_batch_size"] = MICRO_BATCH
     cfg["actor_infer"]["generating_args"]["temperature"] = run.temperature
     cfg["train_env_manager"].update(
         max_env_num_per_worker=run.episodes_per_step // run.env_workers,

@@ -38,7 +38,7 @@ from types import ModuleType
 from typing import Any
 
 from gem_adapters.openrlhf.hook import CPU_ENV
-from gem_adapters.patching import Line, Patch, PatchSet
+from gem_adapters.patching import Line, Patch, PatchSet, wrap
 
 WORKER_EXTENSION = f"{__name__}.WorkerWrap"
 OPENRLHF_WORKER_EXTENSION = "openrlhf.trainer.ray.vllm_worker_wrap.WorkerWrap"
@@ -151,37 +151,35 @@ def _torch_cuda_on_cpu(module: ModuleType) -> None:
         torch.cuda.current_stream = lambda device=None: None
         torch.cuda.current_device = lambda: torch.device("cpu")
         torch.cuda._gem_cpu = True
-    original = module.init_device_mesh
-    if hasattr(original, "__wrapped__"):
-        return
 
-    @functools.wraps(original)
-    def init_device_mesh(device_type: str, *args: Any, **kwargs: Any) -> Any:
-        return original("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+    def build(original):
+        @functools.wraps(original)
+        def init_device_mesh(device_type: str, *args: Any, **kwargs: Any) -> Any:
+            return original("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
 
-    module.init_device_mesh = init_device_mesh
+        return init_device_mesh
+
+    wrap(module, "init_device_mesh", build)
 
 
 def _replay_buffer_on_cpu(module: ModuleType) -> None:
     """``NaiveReplayBuffer`` keeps its batches on the CPU (its target device is built as "cuda:N")."""
     import torch
 
-    cls = module.NaiveReplayBuffer
-    original = cls.__init__
-    if hasattr(original, "__wrapped__"):
-        return
+    def build(original):
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            current_device = torch.cuda.current_device
+            torch.cuda.current_device = lambda: 0  # only formats the "cuda:N" name
+            try:
+                original(self, *args, **kwargs)
+            finally:
+                torch.cuda.current_device = current_device
+            self.target_device = torch.device("cpu")
 
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        current_device = torch.cuda.current_device
-        torch.cuda.current_device = lambda: 0  # only formats the "cuda:N" name
-        try:
-            original(self, *args, **kwargs)
-        finally:
-            torch.cuda.current_device = current_device
-        self.target_device = torch.device("cpu")
+        return __init__
 
-    cls.__init__ = __init__
+    wrap(module.NaiveReplayBuffer, "__init__", build)
 
 
 class GlooBroadcastGroup:

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from gem_adapters.patching import Line, Patch, PatchSet
+from gem_adapters.patching import Line, Patch, PatchSet, wrap
 
 ROLL_COMMIT = "8eb27cc2dc34c4d1310b169d9b86d339004d811a"
 DEVICES_ENV = "GEM_ROLL_CPU_DEVICES"  # how many Ray logical GPUs stand for ROLL's devices
@@ -100,23 +100,22 @@ def patch_cpu_platform(module: ModuleType) -> None:
 def patch_agentic_config(module: ModuleType) -> None:
     """``AgenticConfig`` accepts ``hf_infer`` for ``actor_infer``: its checks run with the name "vllm" and the
     real name is put back."""
-    cls = module.AgenticConfig
-    post_init = cls.__post_init__
-    if hasattr(post_init, "__wrapped__"):
-        return
 
-    @functools.wraps(post_init)
-    def __post_init__(self) -> None:
-        args = getattr(getattr(self, "actor_infer", None), "strategy_args", None)
-        if args is None or args.strategy_name != "hf_infer":
-            return post_init(self)
-        args.strategy_name = "vllm"
-        try:
-            post_init(self)
-        finally:
-            args.strategy_name = "hf_infer"
+    def build(post_init):
+        @functools.wraps(post_init)
+        def __post_init__(self) -> None:
+            args = getattr(getattr(self, "actor_infer", None), "strategy_args", None)
+            if args is None or args.strategy_name != "hf_infer":
+                return post_init(self)
+            args.strategy_name = "vllm"
+            try:
+                post_init(self)
+            finally:
+                args.strategy_name = "hf_infer"
 
-    cls.__post_init__ = __post_init__
+        return __post_init__
+
+    wrap(module.AgenticConfig, "__post_init__", build)
 
 
 # --- roll/distributed/strategy/hf_strategy.py -------------------------------------------------------------
@@ -264,35 +263,34 @@ def _generate_one(strategy, payload: dict) -> dict:
 def patch_router(module: ModuleType) -> None:
     """``RouterClient`` builds request payloads for vllm and sglang only; for hf_infer the payload carries
     ROLL's generation config (completed in place by ROLL's own preprocessing) and the unpadded prompt ids."""
-    cls = module.RouterClient
-    preprocess = cls._preprocess_generate
-    if hasattr(preprocess, "__wrapped__"):
-        return
 
-    @functools.wraps(preprocess)
-    def _preprocess_generate(self, req, request_id):
-        if self.strategy_name != "hf_infer":
-            return preprocess(self, req, request_id)
-        request_id = str(request_id if request_id is not None else uuid.uuid4())
-        # ROLL's own preprocessing completes the generation config in place; only its last step, the
-        # sampling params, raises for hf_infer
-        with contextlib.suppress(NotImplementedError):
-            preprocess(self, req, request_id)
-        from roll.utils.functionals import gather_unpadded_input_ids
+    def build(preprocess):
+        @functools.wraps(preprocess)
+        def _preprocess_generate(self, req, request_id):
+            if self.strategy_name != "hf_infer":
+                return preprocess(self, req, request_id)
+            request_id = str(request_id if request_id is not None else uuid.uuid4())
+            # ROLL's own preprocessing completes the generation config in place; only its last step, the
+            # sampling params, raises for hf_infer
+            with contextlib.suppress(NotImplementedError):
+                preprocess(self, req, request_id)
+            from roll.utils.functionals import gather_unpadded_input_ids
 
-        if "multi_modal_data" in req.non_tensor_batch:
-            raise NotImplementedError("the hf_infer generate_request patch handles text prompts only")
-        input_ids = gather_unpadded_input_ids(
-            input_ids=req.batch["input_ids"], attention_mask=req.batch["attention_mask"]
-        )
-        payload = {
-            "rid": request_id,
-            "input_ids": input_ids[0],
-            "generation_config": dict(req.meta_info["generation_config"]),
-        }
-        return payload, request_id
+            if "multi_modal_data" in req.non_tensor_batch:
+                raise NotImplementedError("the hf_infer generate_request patch handles text prompts only")
+            input_ids = gather_unpadded_input_ids(
+                input_ids=req.batch["input_ids"], attention_mask=req.batch["attention_mask"]
+            )
+            payload = {
+                "rid": request_id,
+                "input_ids": input_ids[0],
+                "generation_config": dict(req.meta_info["generation_config"]),
+            }
+            return payload, request_id
 
-    cls._preprocess_generate = _preprocess_generate
+        return _preprocess_generate
+
+    wrap(module.RouterClient, "_preprocess_generate", build)
 
 
 _STRATEGY = "roll/distributed/strategy/hf_strategy.py"

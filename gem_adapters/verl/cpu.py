@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from gem_adapters.patching import Line, Patch, PatchSet
+from gem_adapters.patching import Line, Patch, PatchSet, wrap
 
 logger = logging.getLogger(__name__)
 
@@ -400,15 +400,15 @@ def _register_rollout() -> None:
 
 def _init_process_group_gloo(module: ModuleType) -> None:
     """``initialize_global_process_group_ray`` with ``backend="gloo"`` unless the caller names one."""
-    original = module.initialize_global_process_group_ray
-    if hasattr(original, "__wrapped__"):
-        return
 
-    @functools.wraps(original)
-    def initialize_global_process_group_ray(timeout_second=None, backend=None):
-        return original(timeout_second=timeout_second, backend=backend or "gloo")
+    def build(original):
+        @functools.wraps(original)
+        def initialize_global_process_group_ray(timeout_second=None, backend=None):
+            return original(timeout_second=timeout_second, backend=backend or "gloo")
 
-    module.initialize_global_process_group_ray = initialize_global_process_group_ray
+        return initialize_global_process_group_ray
+
+    wrap(module, "initialize_global_process_group_ray", build)
 
 
 def _trl_has_value_head() -> bool:
@@ -424,15 +424,15 @@ def _trl_has_value_head() -> bool:
 
 def _trl_check(module: ModuleType) -> None:
     """``monkey_patch``'s ``is_trl_available`` also asks for TRL's value-head model."""
-    original = module.is_trl_available
-    if hasattr(original, "__wrapped__"):
-        return
 
-    @functools.wraps(original)
-    def is_trl_available() -> bool:
-        return original() and _trl_has_value_head()
+    def build(original):
+        @functools.wraps(original)
+        def is_trl_available() -> bool:
+            return original() and _trl_has_value_head()
 
-    module.is_trl_available = is_trl_available
+        return is_trl_available
+
+    wrap(module, "is_trl_available", build)
 
 
 PATCHES = PatchSet(

@@ -124,3 +124,23 @@ def test_every_framework_patch_names_its_lines(tmp_path):
             )
         checked += 1
     assert checked >= 1
+
+
+def test_wrap_marks_its_own_replacement_even_over_a_cached_function():
+    import functools
+    import types
+
+    @functools.cache
+    def available() -> bool:  # functools.cache sets __wrapped__: not our mark
+        return True
+
+    owner = types.SimpleNamespace(available=available)
+    calls = []
+
+    def build(original):
+        calls.append(original)
+        return lambda: original() and False
+
+    patching.wrap(owner, "available", build)
+    patching.wrap(owner, "available", build)  # a second install leaves the first replacement
+    assert calls == [available] and owner.available() is False

@@ -59,8 +59,8 @@ def test_the_patches_land_on_rolls_classes_at_import():
         " 'broadcast_parameter', 'load_states', 'offload_states']\n"
         "print(CpuPlatform.ray_device_key, CpuPlatform.device_count(), CpuPlatform.empty_cache(),"
         " all(inspect.iscoroutinefunction(getattr(HfInferStrategy, c)) for c in calls),"
-        " hasattr(AgenticConfig.__post_init__, '__wrapped__'),"
-        " hasattr(RouterClient._preprocess_generate, '__wrapped__'))\n"
+        " getattr(AgenticConfig.__post_init__, '_gem_patched', False),"
+        " getattr(RouterClient._preprocess_generate, '_gem_patched', False))\n"
     )
     env = {
         **os.environ,

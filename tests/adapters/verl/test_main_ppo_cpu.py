@@ -61,18 +61,22 @@ def test_patched_verl_line_is_unchanged(patch, line):
 
 def test_patches_apply_in_a_fresh_process():
     """``install()`` in a process that has not imported verl's patched modules yet: each patch lands when
-    its module is imported, before a caller binds the patched name."""
+    its module is imported, before a caller binds the patched name, and does what it says (verl's
+    ``is_trl_available`` is ``functools.cache``-wrapped: a patch that took ``__wrapped__`` for its own
+    mark would skip it)."""
     code = (
         "from gem_adapters.verl import cpu\n"
         "cpu.install()\n"
         "from verl.workers import engine_workers\n"
         "import verl.models.transformers.monkey_patch as monkey_patch\n"
-        "print(hasattr(engine_workers.initialize_global_process_group_ray, '__wrapped__'),"
-        " hasattr(monkey_patch.is_trl_available, '__wrapped__'))\n"
+        "from verl.utils.import_utils import is_trl_available\n"
+        "print(getattr(engine_workers.initialize_global_process_group_ray, '_gem_patched', False),"
+        " monkey_patch.is_trl_available() == (is_trl_available() and cpu._trl_has_value_head()),"
+        " monkey_patch.is_trl_available is not is_trl_available)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split()[-2:] == ["True", "True"]
+    assert out.stdout.split()[-3:] == ["True", "True", "True"]
 
 
 def test_verl_still_needs_the_seams_cpu_uses():
