@@ -7,21 +7,18 @@ Adam step) with ``critic_micro_batch_size`` = 128 (the whole batch padded to its
 the trainer did before micro-batches) and with smaller micro-batches. Reported: padded tokens per pass,
 the fastest of ``--repeats`` wall times, and the speed-up over the one-batch pass, all in the same run.
 
-    OMP_NUM_THREADS=2 python benchmarks/critic_cost.py   # alone on the machine; the table goes to results/
+    OMP_NUM_THREADS=2 python -m benchmarks.critic_cost   # alone on the machine; the table goes to results/
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "learning"))
-import train
+from benchmarks.learning import train
 
 
 def fastest(fn, repeats: int) -> float:
@@ -47,7 +44,7 @@ def main() -> None:
     lengths = [len(e.to_sequence(include_closing=False).token_ids) for e in episodes]
     targets = [torch.zeros(len(e.turns)) for e in episodes]
     trainer.args.critic_epochs = 1
-    print(f"# benchmarks/critic_cost.py — {len(episodes)} episodes of one step, {sum(lengths)} tokens")
+    print(f"# python -m benchmarks.critic_cost — {len(episodes)} episodes of one step, {sum(lengths)} tokens")
     print(
         f"# {platform.machine()}, python {platform.python_version()}, torch threads {torch.get_num_threads()}"
     )

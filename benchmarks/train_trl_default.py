@@ -1,8 +1,8 @@
 """The ablation behind ``examples/train_trl.py``'s defaults: each arm is the README command with one change.
 
-    .venv/bin/python benchmarks/train_trl_default.py --runs-dir runs/ablation            # every arm, seed 0
-    .venv/bin/python benchmarks/train_trl_default.py --runs-dir runs/ablation --arms default --seeds 0 1 2
-    .venv/bin/python benchmarks/train_trl_default.py --runs-dir runs/ablation --summarize-only
+    .venv/bin/python -m benchmarks.train_trl_default --runs-dir runs/ablation            # every arm, seed 0
+    .venv/bin/python -m benchmarks.train_trl_default --runs-dir runs/ablation --arms default --seeds 0 1 2
+    .venv/bin/python -m benchmarks.train_trl_default --runs-dir runs/ablation --summarize-only
 
 Runs are played one after the other (run it alone on the machine: each takes 7-11 minutes on 2 cores);
 a run whose ``metrics.csv`` already has its final evaluation is not played again. The summary reads each
@@ -23,9 +23,9 @@ import time
 from functools import partial
 from pathlib import Path
 
+from benchmarks.bootstrap import mean_with_interval
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from bootstrap import mean_with_interval  # noqa: E402
 
 ARMS: dict[str, list[str]] = {
     "default": [],

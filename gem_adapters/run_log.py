@@ -28,8 +28,11 @@ class RunLog:
     """``output_dir/metrics.csv`` with the given ``columns``, written and flushed row by row.
 
     ``record`` keeps each row (unrounded) in ``rows`` and writes it with floats rounded to ``digits``
-    decimals; a ``wall_s`` column, when there is one and the row lacks it, is filled with the seconds
-    since the log was opened. A row with a key that is not a column is an error, not silently dropped.
+    decimals, or to ``significant`` significant digits when that is given (values that span orders of
+    magnitude, such as a decaying learning rate); a ``wall_s`` column, when there is one and the row
+    lacks it, is filled with the seconds since the log was opened. A row with a key that is not a
+    column is an error, not silently dropped. ``filename`` may name a file anywhere under
+    ``output_dir`` (e.g. ``RunLog(path.parent, columns, filename=path.name)`` for a given CSV path).
 
     ``report_to`` mirrors every row to where users look as well: ``"tensorboard"`` (event files in
     ``output_dir/tensorboard``) and ``"wandb"`` (a run in ``output_dir``; ``WANDB_MODE=offline`` works
@@ -45,6 +48,7 @@ class RunLog:
         filename: str = "metrics.csv",
         digits: int = 4,
         report_to: Sequence[str] = (),
+        significant: int | None = None,
     ) -> None:
         columns = list(columns)
         if not columns:
@@ -55,6 +59,7 @@ class RunLog:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self.columns = columns
         self.digits = digits
+        self.significant = significant
         self.path = self.output_dir / filename
         self.rows: list[dict] = []
         self.started = time.perf_counter()
@@ -73,9 +78,7 @@ class RunLog:
         if "wall_s" in self.columns and "wall_s" not in row:
             row["wall_s"] = round(time.perf_counter() - self.started, 1)
         self.rows.append(row)
-        self._writer.writerow(
-            {k: round(v, self.digits) if isinstance(v, float) else v for k, v in row.items()}
-        )
+        self._writer.writerow({k: self._format(v) for k, v in row.items()})
         self._file.flush()
         if self._mirrors:
             split, step = row.get("split", "all"), row.get("step", len(self.rows) - 1)
@@ -87,6 +90,13 @@ class RunLog:
             for mirror in self._mirrors:
                 mirror.log(scalars, step)
         return row
+
+    def _format(self, value: object) -> object:
+        if not isinstance(value, float):
+            return value
+        return (
+            round(value, self.digits) if self.significant is None else float(f"{value:.{self.significant}g}")
+        )
 
     def print_row(
         self,

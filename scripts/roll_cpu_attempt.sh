@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # ROLL's agentic pipeline (github.com/alibaba/ROLL, not on PyPI) for 2 steps on CPU: fsdp2_train + hf_infer, a tiny
 # random Llama over the SmolLM2 tokenizer, a gem_core game through gem_adapters.roll (StepConcatEnvManager, ReBN as
-# step_reinforce). ROLL runs unmodified; benchmarks/roll_cpu/gem_roll_cpu.py patches it at runtime (each patch
-# names the ROLL file:line it works around). Results and the story: benchmarks/results/roll_cpu/README.md.
+# step_reinforce). ROLL runs unmodified; gem_adapters/roll/cpu.py patches it at runtime in every process (each patch
+# names the ROLL file:line it works around; Ray's worker_process_setup_hook installs them in the workers).
+# Results and the story: benchmarks/results/roll_cpu/README.md.
 #
-#   ROLL_DIR=/path/to/ROLL bash scripts/roll_cpu_attempt.sh [OUT_DIR] [run_pipeline.py args...]
+#   ROLL_DIR=/path/to/ROLL bash scripts/roll_cpu_attempt.sh [OUT_DIR] [benchmarks/roll_cpu/run_pipeline.py args...]
+# Any ROLL config on CPU: python -m gem_adapters.roll.cpu --config_path DIR --config_name NAME (same environment).
 #
 # Environment (.venv-roll, kept apart: ROLL wants numpy < 2, datasets 3.1 and TransferQueue 0.1.6):
 #   GEM_VENV=.venv-roll bash scripts/install.sh roll
@@ -24,16 +26,15 @@ mkdir -p "$out"
 
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" MKL_NUM_THREADS="${MKL_NUM_THREADS:-1}"
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
-export PYTHONPATH="$repo/benchmarks/roll_cpu:$roll_dir:$repo${PYTHONPATH:+:$PYTHONPATH}"
-export GEM_ROLL_CPU=1 GEM_ROLL_CPU_DEVICES=2
-# Ray: a private local instance (run_pipeline.py: ray.init(address="local")) whose short temp dir is removed at exit.
+export PYTHONPATH="$roll_dir:$repo${PYTHONPATH:+:$PYTHONPATH}"
+# Ray: a private local instance (gem_adapters.roll.cpu.run_pipeline) whose short temp dir is removed at exit.
 ray_tmp="$(mktemp -d /tmp/gem-ray-XXXXXX)"
 trap 'rm -rf "$ray_tmp"' EXIT
 export RAY_TMPDIR="$ray_tmp" RAY_DEDUP_LOGS=0 RAY_ADDRESS=
 
 start=$(date +%s)
 set +e
-(cd "$out" && "$py" "$repo/benchmarks/roll_cpu/run_pipeline.py" "$out" "${@:2}") 2>&1 | tee "$out/run.log"
+(cd "$out" && "$py" -m benchmarks.roll_cpu.run_pipeline "$out" "${@:2}") 2>&1 | tee "$out/run.log"
 rc=${PIPESTATUS[0]}
 echo "run_pipeline.py exit code $rc after $(( $(date +%s) - start )) s (ROLL $(git -C "$roll_dir" rev-parse HEAD 2>/dev/null || echo "checkout without .git"))" | tee -a "$out/run.log"
 exit "$rc"

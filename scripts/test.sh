@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 VLLM_TESTS=(tests/adapters/trl/test_vllm_cpu.py)
-OPENRLHF_TESTS=(tests/adapters/openrlhf/test_train_ppo_ray_cpu.py)
+OPENRLHF_TESTS=(tests/adapters/openrlhf/test_train_ppo_ray_cpu.py tests/adapters/openrlhf/test_cpu.py)
 
 status=0
 record() { local rc=$?; [ "$status" -ne 0 ] || status=$rc; }  # keeps the first failure's exit status

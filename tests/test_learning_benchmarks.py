@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import csv
+import importlib
+import importlib.util
+import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -15,7 +19,8 @@ import gem_core
 from gem_adapters.advantages import ESTIMATORS
 
 pytest.importorskip("trl")
-LEARNING = str(Path(__file__).resolve().parents[1] / "benchmarks" / "learning")
+REPO_PATH = Path(__file__).resolve().parents[1]
+REPO = str(REPO_PATH)
 # A policy that builds in seconds: 1 layer of width 32, warmed up by 3 SFT steps on 40 games.
 TINY_POLICY = {
     "hidden_size": 32,
@@ -30,17 +35,19 @@ TINY_POLICY = {
 def learning_modules():
     """Import the scripts' modules for this file only, and drop the env ids they register afterwards."""
     global common, train, update_check
-    sys.path.insert(0, LEARNING)
-    import common
-    import train
-    import update_check
+    from benchmarks.learning import common, train, update_check
 
     yield
     for env_id in common.LEARNING_ENVS:
         gem_core.unregister(env_id)
     del ESTIMATORS["shuffled_rebn"]
-    sys.path.remove(LEARNING)
-    del sys.modules["common"], sys.modules["train"], sys.modules["update_check"]
+    for name in [m for m in sys.modules if m.startswith("benchmarks.learning")]:
+        del sys.modules[name]
+
+
+def learning_module(name: str):
+    """``benchmarks.learning.<name>``, imported afresh (the tests below drop it again)."""
+    return importlib.import_module(f"benchmarks.learning.{name}")
 
 
 def test_guess_warmup_player_plays_legally_and_always_wins():
@@ -88,17 +95,17 @@ def test_first_guess_metrics_find_the_midpoints_of_each_range():
 
 
 def test_reference_turns_of_the_discount_experiment():
-    import experiments  # found through the fixture's sys.path entry
+    experiments = learning_module("experiments")
 
     turns = experiments.reference_turns("guess50", games=300)
     # 2 (1 + 1/n) H_n - 3 = 6.18 for the uniform player, ~log2(n) - 1 for binary search, n = 50
     assert 5.9 < turns["warmup_player"] < 6.5 and 4.6 < turns["binary_search"] < 5.0
     assert turns["binary_search_max"] == 6 and round(turns["log2_range_plus_1"], 2) == 6.64
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
-    import experiments
+    experiments = learning_module("experiments")
     from transformers import HfArgumentParser
 
     command_of_path = {}
@@ -109,19 +116,20 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
                 command = experiments.command(a, seed, steps=None)
                 # a run shared by two arms or experiments trains once, and one CSV never holds two runs
                 assert command_of_path.setdefault(path, command) == command, path
-                assert command[1].endswith(a["trainer"]) and command[-1] == str(path)
-                (run,) = HfArgumentParser(train.RunConfig).parse_args_into_dataclasses(command[2:])
+                assert command[1:3] == ["-m", experiments.module(a)] and command[-1] == str(path)
+                assert importlib.util.find_spec(experiments.module(a)) is not None  # the trainer exists
+                (run,) = HfArgumentParser(train.RunConfig).parse_args_into_dataclasses(command[3:])
                 expected = (a["task"], a["estimator"], a["gamma"], seed)
                 assert (run.task, run.estimator, run.gamma, run.seed) == expected
                 for name, value in a["flags"].items():
                     parsed = getattr(run, name)
                     assert parsed == type(parsed)(value.format(seed=seed))
                 assert run.steps == (a["steps"] or experiments.STEPS[a["task"]])
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_a_flag_at_its_default_names_the_same_run_as_leaving_it_out():
-    import experiments
+    experiments = learning_module("experiments")
 
     plain = experiments.arm("guess50", "rebn", episodes_per_step="128")
     own_policy = experiments.arm("guess50", "rebn", episodes_per_step="128", policy_seed="{seed}")
@@ -131,11 +139,11 @@ def test_a_flag_at_its_default_names_the_same_run_as_leaving_it_out():
     assert train.RunConfig(task="pick", policy="guess", policy_seed=1).policy_spec() == common.PolicySpec(
         "guess", seed=1
     )
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_block_means_and_the_late_window_of_a_long_run(capsys):
-    import experiments
+    experiments = learning_module("experiments")
 
     # seed 0 wins at every 3rd step index (0, 3, 6, ...), seed 1 at every step of its last 40 of 120
     runs = {
@@ -151,11 +159,11 @@ def test_block_means_and_the_late_window_of_a_long_run(capsys):
     assert lines[2] == f"    success_rate, steps 81-120: {(13 / 40 + 1) / 2:.3f}"
     experiments.print_blocks({0: runs[0][:19]}, "success_rate")  # shorter than two blocks: nothing
     assert capsys.readouterr().out == ""
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_two_arms_are_compared_seed_by_seed_on_the_seeds_both_ran(capsys):
-    import experiments
+    experiments = learning_module("experiments")
 
     arms = [experiments.arm("guess50", "rebn", g) for g in (0.9, 1.0)]
     labels = [experiments.label(a) for a in arms]
@@ -168,7 +176,7 @@ def test_two_arms_are_compared_seed_by_seed_on_the_seeds_both_ran(capsys):
     # one shared seed: no pairing
     experiments.print_paired(summary[:1] + summary[3:4], arms, ["success_rate"])
     assert capsys.readouterr().out == ""
-    del sys.modules["experiments"]
+    del sys.modules["benchmarks.learning.experiments"]
 
 
 def test_hangman_warmup_player_never_repeats_a_letter():
@@ -283,7 +291,7 @@ def run_with_verl(module: str, body: str, tmp_path: Path, port: int):
     import subprocess
 
     code = (
-        f"import json, sys\nsys.path.insert(0, {LEARNING!r})\nimport common, {module}\n"
+        f"import json\nfrom benchmarks.learning import common, {module}\n"
         f"TINY = common.PolicySpec('guess', **{TINY_POLICY!r})\n"
         f"{body}\nprint(json.dumps(result))\n"
     )
@@ -292,6 +300,7 @@ def run_with_verl(module: str, body: str, tmp_path: Path, port: int):
         "GEM_CACHE": str(tmp_path / "cache"),
         "OMP_NUM_THREADS": "1",
         "MASTER_PORT": str(port),
+        "PYTHONPATH": os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p),
     }
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -342,8 +351,7 @@ def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_p
 
     monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the script adds examples/ for train_verl
-    import verl_main_ppo
+    verl_main_ppo = learning_module("verl_main_ppo")
 
     spec = common.PolicySpec("guess", **TINY_POLICY)
     run = train.RunConfig(
@@ -356,13 +364,15 @@ def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_p
         seeds = [row["seed"] for row in tasks["extra_info"]]
         assert seeds == [2 * train.TASK_SEEDS_PER_RUN + i for i in range(4)]  # 2 steps of 2 tasks
         (loop,) = yaml.safe_load((tmp_path / "inputs" / "gem_agent_loop.yaml").read_text())
-        assert loop["_target_"] == "verl_main_ppo.RecordingGemAgentLoop" and loop["max_turns"] is None
+        assert (
+            loop["_target_"] == "benchmarks.learning.verl_main_ppo.RecordingGemAgentLoop"
+            and loop["max_turns"] is None
+        )
         assert argv[1:3] == ["-m", "verl.trainer.main_ppo"] and "actor_rollout_ref.rollout.n=4" in argv
 
         rows = verl_main_ppo.main(run, policy=spec)
     finally:
-        for name in ("verl_main_ppo", "train_verl"):
-            sys.modules.pop(name, None)
+        sys.modules.pop("benchmarks.learning.verl_main_ppo", None)
     assert [r["step"] for r in rows] == [1, 2]
     for row in rows:  # every step's 8 episodes recorded by the agent loop in verl's workers
         assert 0.0 <= row["success_rate"] <= 1.0 and row["turns"] >= 1
@@ -370,3 +380,96 @@ def test_verl_main_ppo_trains_through_verls_trainer_on_the_runs_task_seeds(tmp_p
     assert [r["lr"] for r in rows] == pytest.approx([run.learning_rate / 2, 0.0])  # verl's cosine, as TRL's
     with open(tmp_path / "run.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
+
+
+def test_openrlhf_command_is_the_runs_settings_as_train_ppo_ray_parses_them(tmp_path):
+    """``openrlhf_train_ppo_ray.command``'s flags, parsed by OpenRLHF's own ``train_ppo_ray`` parser (its
+    ``__main__`` block up to ``train(args)``), hold the run's batch, optimizer and schedule."""
+    pytest.importorskip("openrlhf")
+    from tests.adapters.openrlhf.openrlhf_source import parse_cli
+
+    launcher = learning_module("openrlhf_train_ppo_ray")
+    run = launcher.OpenRLHFRunConfig(task="guess_range", seed=1, steps=60, episodes_per_step=128, out="x.csv")
+    argv = launcher.command(run, tmp_path / "policy", tmp_path)
+    assert argv[1:3] == ["-m", "gem_adapters.openrlhf.cpu"]
+    from gem_adapters.openrlhf.cpu import CPU_FLAGS
+
+    args = parse_cli([*CPU_FLAGS, *argv[3:]])
+    assert (args.rollout.batch_size, args.rollout.n_samples_per_prompt) == (16, 8)
+    assert args.train.batch_size == args.train.micro_batch_size == 128  # one optimizer step, one micro-batch
+    assert args.actor.adam.lr == run.learning_rate and tuple(args.actor.adam.betas) == (0.9, 0.999)
+    assert args.actor.lr_scheduler == "constant_with_warmup"
+    assert math.ceil(run.steps * args.actor.lr_warmup_ratio) == run.warmup_steps  # OpenRLHF's warm-up steps
+    assert args.algo.advantage.gamma == run.gamma and args.algo.kl.init_coef == 0
+    assert args.rollout.max_new_tokens == common.TASKS["guess_range"].max_turn_tokens
+    rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    seeds = [json.loads(row["label"])["seed"] for row in rows]
+    assert seeds == [train.TASK_SEEDS_PER_RUN + i for i in range(60 * 16)]  # train.py's task seeds
+    with pytest.raises(SystemExit, match="estimators OpenRLHF"):
+        launcher.check_run(launcher.OpenRLHFRunConfig(estimator="gae"))
+    del sys.modules["benchmarks.learning.openrlhf_train_ppo_ray"]
+
+
+def test_openrlhf_rows_come_from_its_log_and_the_recorded_episodes(tmp_path):
+    """A step's row: OpenRLHF's ``Global step`` line (as in benchmarks/results/openrlhf_cpu's log) and the
+    next ``episodes_per_step`` recorded episodes; a line still being written is not read."""
+    from gem_adapters.jsonl import write_jsonl
+
+    launcher = learning_module("openrlhf_train_ppo_ray")
+    log = tmp_path / "train.log"
+    line = (REPO_PATH / "benchmarks/results/openrlhf_cpu/train_ppo_ray_2_steps.log").read_text().splitlines()
+    log.write_text("\n".join(x for x in line if "Global step" in x) + "\n")
+    records = launcher.step_records(log)
+    assert [step for step, _ in records] == [1, 2] and records[0][1]["actor_lr"] == 0.001
+    played = tmp_path / "episodes"
+    played.mkdir()
+    task = common.TASKS["guess"]
+    tokenizer = common.train_tokenizer(["\\boxed{5} is wrong"], vocab_size=300)
+    episodes = common.scripted_episodes(task, common.ChatRenderer(tokenizer), 6, seed=0)
+    write_jsonl(played / "episodes-1.jsonl", episodes)
+    with open(played / "episodes-1.jsonl", "a") as f:
+        f.write('{"env_id": "half a line')
+    assert len(launcher.played_episodes(played)) == 6
+    row = launcher.step_row(2, records[1][1], launcher.played_episodes(played), episodes_per_step=3)
+    assert row["success_rate"] == train.batch_metrics(episodes[3:])["success_rate"] == 1.0
+    assert row["step"] == 2 and row["loss"] == records[1][1]["policy_loss"]
+    with pytest.raises(RuntimeError, match="2 episodes recorded"):
+        launcher.step_row(2, records[1][1], episodes[:5], episodes_per_step=3)
+    del sys.modules["benchmarks.learning.openrlhf_train_ppo_ray"]
+
+
+def test_roll_config_and_rows(tmp_path):
+    """``roll_agentic``'s ROLL config (the run's batch, groups, turn budget, ReBN as step_reinforce) and a
+    row from ROLL's ``metrics_tag`` log line (as in benchmarks/results/roll_cpu's log)."""
+    import yaml
+
+    launcher = learning_module("roll_agentic")
+    run = launcher.RollRunConfig(task="guess_range", seed=2, steps=60, episodes_per_step=128)
+    cfg = yaml.safe_load(launcher.write_config(run, tmp_path / "policy", tmp_path).read_text())
+    assert cfg["rollout_batch_size"] == 128 and cfg["seed"] == 2 and cfg["max_steps"] == 60
+    manager = cfg["train_env_manager"]
+    assert (manager["num_env_groups"], manager["group_size"]) == (16, 8)
+    assert manager["max_env_num_per_worker"] * run.env_workers == 128
+    assert cfg["adv_estimator"] == "step_reinforce" and cfg["step_reward_gamma"] == run.gamma
+    assert cfg["max_tokens_per_step"] == 8 and cfg["max_actions_per_traj"] == 10
+    env = cfg["custom_envs"]["GemCoreGame"]
+    assert env["env_type"] == "gem_core/game:GuessTheNumber-v1-learn-range"
+    assert env["env_manager_cls"] == "benchmarks.learning.roll_env_managers.StepConcatEnvManager"
+    assert cfg["actor_train"]["training_args"]["learning_rate"] == run.learning_rate
+    assert (
+        cfg["batch_adjust_mode"] == "random_sample"
+    )  # one optimizer step a rollout (ROLL's delete mode fails)
+    training = cfg["actor_train"]["training_args"]
+    assert training["per_device_train_batch_size"] * training["gradient_accumulation_steps"] == 512
+    assert cfg["sequence_length"] == launcher.TURN_SAMPLE_TOKENS  # a turn sample, padded
+    log = tmp_path / "roll.log"
+    lines = (REPO_PATH / "benchmarks/results/roll_cpu/run.log").read_text().splitlines()
+    log.write_text("\n".join(x for x in lines if "metrics_tag" in x) + "\n")
+    records = launcher.step_records(log)
+    rows = [launcher.step_row(record) for record in records]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[0]["success_rate"] == 0.0 and rows[0]["turns"] == 2.0 and rows[0]["invalid_rate"] == 1.0
+    assert rows[0]["return"] == pytest.approx(-0.2)
+    with pytest.raises(SystemExit, match="step_reinforce"):
+        launcher.check_run(launcher.RollRunConfig(estimator="grpo"))
+    del sys.modules["benchmarks.learning.roll_agentic"]

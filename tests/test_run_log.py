@@ -123,3 +123,15 @@ def test_rows_are_mirrored_to_tensorboard_and_wandb(tmp_path, monkeypatch):
     assert "eval/split" not in events.Tags()["scalars"] and "eval/wall_s" in events.Tags()["scalars"]
     with pytest.raises(ValueError, match="not one of"):
         RunLog(tmp_path / "other", COLUMNS, report_to=["mlflow"])
+
+
+def test_significant_digits_keep_small_values(tmp_path):
+    """A learning rate decaying to 1e-7 keeps its digits (``digits`` decimals would write 0.0)."""
+    path = tmp_path / "runs" / "seed0.csv"
+    with RunLog(path.parent, ["step", "lr", "loss"], filename=path.name, significant=6) as log:
+        log.record({"step": 1, "lr": 2.5e-4, "loss": 1.23456789})
+        log.record({"step": 2, "lr": 1.234567891e-7, "loss": float("nan")})
+        assert log.rows[1]["lr"] == 1.234567891e-7  # kept unrounded
+    rows = read_csv(path)
+    assert [r["lr"] for r in rows] == ["0.00025", "1.23457e-07"] and rows[0]["loss"] == "1.23457"
+    assert rows[1]["loss"] == "nan"

@@ -80,7 +80,7 @@ def test_summary_means_intervals_and_unfinished_runs(tmp_path):
 
 
 def test_bootstrap_interval_of_identical_seeds_is_a_point():
-    bootstrap = importlib.import_module("bootstrap")  # benchmarks/, put on sys.path by the script
+    bootstrap = importlib.import_module("benchmarks.bootstrap")
     assert bootstrap.bootstrap([0.5, 0.5, 0.5]) == (0.5, 0.5)
     assert bootstrap.mean_with_interval([0.5, 0.5, 0.5], digits=2) == "0.50 [0.50, 0.50]"
     assert (

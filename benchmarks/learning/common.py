@@ -23,13 +23,15 @@ import hashlib
 import json
 import random
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import gem_core
+from gem_adapters import warmup
 from gem_adapters.models import cache_dir, tiny_llama_config
+from gem_adapters.tasks import Task, make_tasks
 from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_core.envs.games.guess_the_number import GuessTheNumberEnv
 from gem_core.parsing import extract_boxed
@@ -42,10 +44,17 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
 @dataclass(frozen=True)
-class Task:
+class LearningTask:
+    """What a learning run plays and how its policy is warmed up: the env, the warm-up player and the
+    new tokens per turn. A run's episodes are ``gem_adapters.tasks.Task`` s of the env (``tasks``)."""
+
     env_id: str
     warmup_action: Callable[[Any, random.Random], str]  # (env, rng) -> the warm-up player's reply
     max_turn_tokens: int = 8
+
+    def tasks(self, num_tasks: int, first_seed: int) -> list[Task]:
+        """The run's ``num_tasks`` tasks (seeds ``first_seed, first_seed + 1, ...``), one per prompt row."""
+        return make_tasks(self.env_id, num_tasks, first_seed=first_seed)
 
 
 def _guess_warmup(env: Any, rng: random.Random) -> str:
@@ -133,12 +142,12 @@ def _register() -> None:
 
 _register()
 TASKS = {
-    "guess": Task("game:GuessTheNumber-v1-learn", _guess_warmup),
-    "guess_range": Task("game:GuessTheNumber-v1-learn-range", _guess_warmup),
-    "guess50": Task("game:GuessTheNumber-v1-learn-range50", _guess_warmup),
-    "hangman": Task("game:Hangman-v1-easy", _hangman_warmup),
-    "sum": Task("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
-    "pick": Task("learn:PickSeven-v0", lambda env, rng: f"\\boxed{{{rng.randint(1, 10)}}}"),
+    "guess": LearningTask("game:GuessTheNumber-v1-learn", _guess_warmup),
+    "guess_range": LearningTask("game:GuessTheNumber-v1-learn-range", _guess_warmup),
+    "guess50": LearningTask("game:GuessTheNumber-v1-learn-range50", _guess_warmup),
+    "hangman": LearningTask("game:Hangman-v1-easy", _hangman_warmup),
+    "sum": LearningTask("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
+    "pick": LearningTask("learn:PickSeven-v0", lambda env, rng: f"\\boxed{{{rng.randint(1, 10)}}}"),
 }
 TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from
 
@@ -163,34 +172,17 @@ class PolicySpec:
         return cache_dir() / "learning" / f"{self.task}-seed{self.seed}-{digest}"
 
 
-def scripted_games(task: Task, num: int, seed: int):
-    """Yield ``(seed, [(observation, action, step_result), ...])`` for ``num`` games of the warm-up player."""
+def scripted_games(task: LearningTask, num: int, seed: int) -> Iterator[tuple[int, list[warmup.Move]]]:
+    """``num`` games of the task's warm-up player (``gem_adapters.warmup.scripted_games``): game ``i`` on
+    env seed ``seed * 1_000_003 + i``, the player's random numbers from ``random.Random(seed)``."""
     rng = random.Random(seed)
-    with gem_core.make(task.env_id) as env:
-        for i in range(num):
-            game_seed = seed * 1_000_003 + i
-            obs, _ = env.reset(seed=game_seed)
-            moves, done = [], False
-            while not done:
-                action = task.warmup_action(env.unwrapped, rng)
-                result = env.step(action)
-                moves.append((obs, action, result))
-                obs, done = result[0], result[2] or result[3]
-            yield game_seed, moves
+    seeds = [seed * 1_000_003 + i for i in range(num)]
+    return warmup.scripted_games(task.env_id, seeds, lambda env: task.warmup_action(env, rng))
 
 
-def scripted_episodes(task: Task, renderer: ChatRenderer, num: int, seed: int) -> list[Episode]:
-    """Episodes of the task's warm-up player, token by token as a policy would have played them."""
-    tokenizer = renderer.tokenizer
-    episodes = []
-    for game_seed, moves in scripted_games(task, num, seed):
-        builder = renderer.start(moves[0][0], env_id=task.env_id, seed=game_seed)
-        for _, action, result in moves:
-            builder.context()
-            builder.add_action(tokenizer.encode(action, add_special_tokens=False) + [tokenizer.eos_token_id])
-            builder.add_feedback(*result)
-        episodes.append(builder.finish())
-    return episodes
+def scripted_episodes(task: LearningTask, renderer: ChatRenderer, num: int, seed: int) -> list[Episode]:
+    """The games of ``scripted_games`` token by token, as a policy would have played them."""
+    return warmup.episodes_of_games(task.env_id, scripted_games(task, num, seed), renderer)
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):

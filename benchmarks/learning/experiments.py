@@ -1,7 +1,7 @@
 """The learning experiments of the GEM paper, in small: run them, then plot them.
 
-    python benchmarks/learning/experiments.py run adapters discount credit critic --seeds 0 1 2 --workers 2
-    python benchmarks/learning/experiments.py plot adapters discount credit critic hangman
+    python -m benchmarks.learning.experiments run adapters discount credit critic --seeds 0 1 2 --workers 2
+    python -m benchmarks.learning.experiments plot adapters discount credit critic hangman
 
 ``run`` trains every arm of the named experiments for every seed through ``train.py`` (or
 ``verl_cpu.py``, ``verl_main_ppo.py``), one process per run with ``OMP_NUM_THREADS=1``, ``--workers``
@@ -29,7 +29,9 @@ arms, their difference paired by seed (``print_paired``).
 7. ``discount_batch``, ``adapters_batch``, ``critic_batch``: 1, 3 and 4 again at 128 episodes per step,
    the discount on GuessTheNumber 1-10 with the range stated (``batch``'s task) and on 1-50; the 1-50
    arms and the critic ran ``--steps 40`` (results README, 7a and 7c); ``adapters_main_ppo``: 3 with
-   verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``).
+   verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``); ``frameworks``: TRL and ``main_ppo`` beside
+   OpenRLHF's ``train_ppo_ray`` (``openrlhf_train_ppo_ray.py``) and ROLL's agentic pipeline
+   (``roll_agentic.py``), each of those two run by ``PYTHON``'s interpreter (its own environment).
 8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens;
    ``hold``: the same with the learning rate decayed to 0 (cosine) over the 120 steps.
 9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO, REINFORCE and ReBN with
@@ -58,10 +60,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from pathlib import Path
 
+from benchmarks.bootstrap import mean_with_interval
+from benchmarks.learning.train import RunConfig
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-from bootstrap import mean_with_interval  # noqa: E402
-from train import RunConfig  # noqa: E402
+REPO = HERE.parents[1]
+# The trainers that need an environment of their own (scripts/install.sh; ROLL also ROLL_SRC): its Python.
+PYTHON = {
+    "openrlhf_train_ppo_ray.py": os.environ.get(
+        "GEM_OPENRLHF_PYTHON", str(REPO / ".venv-openrlhf/bin/python")
+    ),
+    "roll_agentic.py": os.environ.get("GEM_ROLL_PYTHON", str(REPO / ".venv-roll/bin/python")),
+}
 
 RESULTS = HERE.parent / "results" / "learning"
 RUNS = RESULTS / "curves"
@@ -126,6 +136,14 @@ EXPERIMENTS = {
         arm("guess_range", "rebn", trainer="verl_cpu.py", episodes_per_step="128"),
         arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
     ],
+    # adapters_main_ppo's TRL and main_ppo arms beside the same run through OpenRLHF's train_ppo_ray and
+    # ROLL's agentic pipeline (each in its own environment: PYTHON)
+    "frameworks": [
+        arm("guess_range", "rebn", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="openrlhf_train_ppo_ray.py", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="roll_agentic.py", episodes_per_step="128"),
+    ],
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "long": [arm("guess_range", "rebn", **LONG)],
     # long's run, and the same with the learning rate decayed to 0 over the 120 steps
@@ -161,6 +179,7 @@ METRICS = {  # what each experiment plots
     "discount_batch": DISCOUNT_METRICS,
     "adapters_batch": ["success_rate", "return", "turns", "invalid_rate"],
     "adapters_main_ppo": ["success_rate", "return", "turns", "invalid_rate"],
+    "frameworks": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "long": ["success_rate", "return", "turns", "invalid_rate"],
     "hold": ["success_rate", "return", "turns", "invalid_rate"],
@@ -174,7 +193,7 @@ METRICS = {  # what each experiment plots
 
 
 def trainer_name(a: dict) -> str:
-    """``verl`` for ``verl_cpu.py``, ``verl_main_ppo`` for ``verl_main_ppo.py``."""
+    """``verl`` for ``verl_cpu.py``, ``verl_main_ppo`` for ``verl_main_ppo.py``, and so on."""
     return a["trainer"].removesuffix(".py").removesuffix("_cpu")
 
 
@@ -203,10 +222,16 @@ def run_path(a: dict, seed: int) -> Path:
     return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}{flags}-seed{seed}.csv"
 
 
+def module(a: dict) -> str:
+    """The arm's trainer as a module of this package (``train.py`` -> ``benchmarks.learning.train``)."""
+    return f"benchmarks.learning.{a['trainer'].removesuffix('.py')}"
+
+
 def command(a: dict, seed: int, steps: int | None) -> list[str]:
+    """The run's command, for the repository root (``run`` starts it there)."""
     steps = a["steps"] or steps or STEPS.get(a["task"], 40)
     return [
-        sys.executable, str(HERE / a["trainer"]), "--task", a["task"], "--estimator", a["estimator"],
+        PYTHON.get(a["trainer"], sys.executable), "-m", module(a), "--task", a["task"], "--estimator", a["estimator"],
         "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps),
         *(x for name, value in run_flags(a, seed).items() for x in (f"--{name}", value)), "--out", str(run_path(a, seed)),
     ]  # fmt: skip
@@ -223,7 +248,7 @@ def run(
             for seed in seeds:
                 if not run_path(a, seed).exists():
                     jobs.setdefault(str(run_path(a, seed)), command(a, seed, steps))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(HERE.parents[1])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     RUNS.mkdir(parents=True, exist_ok=True)
 
     def one(cmd: list[str]) -> None:
@@ -232,7 +257,7 @@ def run(
         with open(log, "w") as f:
             f.write(" ".join(cmd[1:]) + "\n")
             f.flush()
-            code = subprocess.call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
+            code = subprocess.call(cmd, env=env, cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
         print(f"{'done' if code == 0 else f'FAILED ({code})'}: {' '.join(cmd[1:])}", flush=True)
 
     print(f"{len(jobs)} runs, {workers} at a time", flush=True)
@@ -393,7 +418,7 @@ def reference_turns(task: str, games: int = 2000) -> dict[str, float]:
     for binary search (the env's solver), and log2(range)+1."""
     from dataclasses import replace
 
-    from common import LEARNING_ENVS, TASKS, scripted_games
+    from benchmarks.learning.common import LEARNING_ENVS, TASKS, scripted_games
 
     warmup_player = TASKS[task]
     binary_search = replace(warmup_player, warmup_action=lambda env, _rng: env.solve_action())

@@ -1,6 +1,6 @@
 """Identical advantages on identical episodes: the TRL adapter and the verl adapter on one batch.
 
-    python benchmarks/learning/same_advantages.py --task hangman --seed 0
+    python -m benchmarks.learning.same_advantages --task hangman --seed 0
 
 One batch of ``episodes_per_step`` episodes (``num_generations`` per task seed) is played once with
 the warmed-up policy through verl's agent loop (``verl_cpu.VerlCPUTrainer.rollout``: verl's
@@ -23,12 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import numpy as np
 import torch
-from common import TASKS, warmed_up_policy
-from verl_cpu import VerlCPUTrainer, VerlRunConfig
+
+from benchmarks.learning.common import TASKS, warmed_up_policy
+from benchmarks.learning.verl_cpu import VerlCPUTrainer, VerlRunConfig
 
 ESTIMATORS = ("rebn", "grpo", "reinforce", "dr_grpo", "rloo")
 OUT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "learning" / "same_advantages.txt"
@@ -105,7 +104,7 @@ if __name__ == "__main__":
 
     (cli,) = HfArgumentParser(VerlRunConfig).parse_args_into_dataclasses()
     lines = compare(cli)
-    text = "\n".join(["$ python benchmarks/learning/same_advantages.py " + " ".join(sys.argv[1:]), *lines])
+    text = "\n".join(["$ python -m benchmarks.learning.same_advantages " + " ".join(sys.argv[1:]), *lines])
     print(text)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text + "\n")

@@ -1,6 +1,6 @@
 """The same updates from the same batches: optimizer steps of the TRL adapter and of the verl adapter in lockstep.
 
-    python benchmarks/learning/same_update.py --task guess_range --estimator rebn --seed 0 --episodes_per_step 128 --steps 5
+    python -m benchmarks.learning.same_update --task guess_range --estimator rebn --seed 0 --episodes_per_step 128 --steps 5
 
 Both frameworks start from the same warmed-up weights at the full learning rate (``warmup_steps`` 0)
 and train on the same batches. Each step, one batch (``episodes_per_step`` episodes,
@@ -28,13 +28,12 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
 import torch
-from common import PolicySpec, warmed_up_policy
 from torch.optim.optimizer import register_optimizer_step_pre_hook
-from train import build_trainer
-from verl_cpu import VerlCPUTrainer, VerlRunConfig
+
+from benchmarks.learning.common import PolicySpec, warmed_up_policy
+from benchmarks.learning.train import build_trainer
+from benchmarks.learning.verl_cpu import VerlCPUTrainer, VerlRunConfig
 
 OUT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "learning" / "same_update.txt"
 
@@ -174,7 +173,7 @@ if __name__ == "__main__":
 
     (cli,) = HfArgumentParser(SameUpdateConfig).parse_args_into_dataclasses()
     lines = report(cli, compare(cli))
-    text = "\n".join(["$ python benchmarks/learning/same_update.py " + " ".join(sys.argv[1:]), *lines])
+    text = "\n".join(["$ python -m benchmarks.learning.same_update " + " ".join(sys.argv[1:]), *lines])
     print(text)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(text + "\n")

@@ -1,6 +1,6 @@
 """One training run of the learning experiments through the TRL adapter (``GEMGRPOTrainer``).
 
-    python benchmarks/learning/train.py --task guess --estimator rebn --gamma 0.9 --seed 0 --out run.csv
+    python -m benchmarks.learning.train --task guess --estimator rebn --gamma 0.9 --seed 0 --out run.csv
 
 Every step plays ``episodes_per_step`` episodes (``num_generations`` per task seed) with the current
 policy at temperature 1 and takes one optimizer step; the CSV gets one row per step with the
@@ -13,25 +13,22 @@ warmed-up policy.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import statistics
-import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
-from common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
 
+from benchmarks.learning.common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
 from gem_adapters.advantages import TurnBatch, rebn, register_estimator
+from gem_adapters.run_log import RunLog
 from gem_core.parsing import extract_boxed
 
 _shuffle = np.random.default_rng(0)  # reseeded with the run's seed by build_trainer()
@@ -112,35 +109,17 @@ def batch_metrics(episodes) -> dict[str, float]:
     }
 
 
-class RunLog:
-    """The run's CSV (``COLUMNS``, one row per step, flushed as it goes) and a closing summary line."""
+def run_log(run: RunConfig) -> RunLog:
+    """The run's CSV at ``run.out``: ``COLUMNS``, one row per step, flushed as it goes, floats to 6
+    significant digits."""
+    path = Path(run.out)
+    return RunLog(path.parent, COLUMNS, filename=path.name, significant=6)
 
-    def __init__(self, path: Path, name: str):
-        self.path, self.name, self.rows = path, name, []
 
-    def __enter__(self) -> RunLog:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(self.path, "w", newline="")
-        self.writer = csv.DictWriter(self.file, COLUMNS, extrasaction="ignore")
-        self.writer.writeheader()
-        self.started = time.perf_counter()
-        return self
-
-    def add(self, **row: Any) -> None:
-        row["wall_s"] = round(time.perf_counter() - self.started, 1)
-        self.rows.append(row)
-        self.writer.writerow({k: float(f"{v:.6g}") if isinstance(v, float) else v for k, v in row.items()})
-        self.file.flush()
-
-    def __exit__(self, *exc: object) -> None:
-        self.file.close()
-        if self.rows:
-            last = self.rows[-10:]
-            print(
-                f"{self.name}: {len(self.rows)} steps in {time.perf_counter() - self.started:.0f}s; last "
-                f"{len(last)} steps: success_rate {statistics.mean(r['success_rate'] for r in last):.3f}, "
-                f"turns {statistics.mean(r['turns'] for r in last):.3f}"
-            )
+def summarize(log: RunLog, name: str) -> None:
+    """The closing lines: the run's name, then success and turns at its first and last step."""
+    print(name, flush=True)
+    log.summarize({"success_rate": ".3f", "turns": ".3f"})
 
 
 def first_guess_metrics(episodes) -> dict[str, float]:
@@ -218,23 +197,26 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     from transformers import TrainerCallback
 
     trainer = build_trainer(run, policy)
-    with RunLog(Path(run.out), f"{run.task} {run.estimator} gamma={run.gamma} seed={run.seed}") as log:
+    with run_log(run) as log:
 
         class Record(TrainerCallback):
             def on_log(self, _args, state, _control, logs=None, **__):
                 if logs and "env/return" in logs:
-                    log.add(
-                        step=state.global_step,
-                        **batch_metrics(trainer.last_episodes),
-                        loss=logs.get("loss", float("nan")),
-                        entropy=logs.get("entropy", float("nan")),
-                        kl=logs.get("kl", float("nan")),
-                        critic_loss=logs.get("critic/loss", float("nan")),
-                        lr=trainer.lr_scheduler.get_last_lr()[0],
+                    log.record(
+                        {
+                            "step": state.global_step,
+                            **batch_metrics(trainer.last_episodes),
+                            "loss": logs.get("loss", float("nan")),
+                            "entropy": logs.get("entropy", float("nan")),
+                            "kl": logs.get("kl", float("nan")),
+                            "critic_loss": logs.get("critic/loss", float("nan")),
+                            "lr": trainer.lr_scheduler.get_last_lr()[0],
+                        }
                     )
 
         trainer.add_callback(Record())
         trainer.train()
+        summarize(log, f"{run.task} {run.estimator} gamma={run.gamma} seed={run.seed}")
     return log.rows
 
 

@@ -1,6 +1,6 @@
 """One optimizer step under the microscope: where does a step of the learning experiments move the policy?
 
-    python benchmarks/learning/update_check.py --task guess_range --estimator rebn --seed 0
+    python -m benchmarks.learning.update_check --task guess_range --estimator rebn --seed 0
 
 Plays one generation batch and takes one optimizer step with ``train.py``'s trainer (same settings,
 no learning-rate warm-up), then compares, on that batch, the policy before the step (the warmed-up
@@ -19,16 +19,12 @@ policy, loaded again) with the policy after it:
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import LEARNING_ENVS, PolicySpec, warmed_up_policy
-from train import RunConfig, build_trainer
-
+from benchmarks.learning.common import LEARNING_ENVS, PolicySpec, warmed_up_policy
+from benchmarks.learning.train import RunConfig, build_trainer
 from gem_adapters.models import load_model
 from gem_adapters.trl.rollout import episode_to_sample
 

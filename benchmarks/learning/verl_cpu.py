@@ -1,6 +1,6 @@
 """The learning experiment through the verl adapter, on CPU, with verl's own trainer components.
 
-    python benchmarks/learning/verl_cpu.py --task guess_range --seed 0 --steps 60 --out benchmarks/results/learning/adapters/verl-rebn-seed0.csv
+    python -m benchmarks.learning.verl_cpu --task guess_range --seed 0 --steps 60 --out benchmarks/results/learning/adapters/verl-rebn-seed0.csv
 
 (``experiments.py run adapters`` runs it for every seed.) The hyperparameters are ``train.py``'s
 ``RunConfig`` (Hangman unless ``--task`` says otherwise; ``episodes_per_step``
@@ -29,13 +29,12 @@ and TransferQueue, everything in this process:
 5. weight sync: ``engine.get_per_tensor_param()`` (what verl sends to its rollout servers) loaded
    into the rollout copy.
 
-To run verl's engine on a machine without an accelerator three things are set up here, none of
-them part of verl's computations: a CPU ``PlatformBase`` registered with ``set_platform`` (verl's
-hook for new hardware; device "cpu", backend gloo, memory statistics 0), ``VERL_ENGINE_DEVICE=cuda``
-so that the FSDP engine class registered for accelerators is picked, and verl's monkey patch told
-that TRL is absent (verl 0.9.1 imports ``AutoModelForCausalLMWithValueHead``, which TRL 1.x no
-longer has; it only patches value-head models). ``use_remove_padding`` is off (packed sequences need
-flash-attention) and attention is ``sdpa``.
+To run verl's engine on a machine without an accelerator, ``gem_adapters.verl.cpu`` is installed in
+this process (none of it part of verl's computations): its ``CPUPlatform`` given to verl's
+``set_platform`` (device "cpu", backend gloo), ``VERL_ENGINE_DEVICE=cuda`` so that the FSDP engine class
+registered for accelerators is picked, and its patches (verl's monkey patch told that TRL is absent when
+TRL has no value-head model). ``use_remove_padding`` is off (packed sequences need flash-attention) and
+attention is ``sdpa``.
 """
 
 from __future__ import annotations
@@ -43,31 +42,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 import tempfile
-import types
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 # One process group of one rank, for verl's Worker and its FSDP engine.
 os.environ.update(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
 os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-os.environ["VERL_ENGINE_DEVICE"] = "cuda"  # the engine registry's key for verl's FSDP engine classes
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import torch
-from common import TASKS, PolicySpec, warmed_up_policy
-from train import (
+
+from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
+from benchmarks.learning.train import (
     PROMPT_TOKENS,
     RESPONSE_TOKENS,
     TASK_SEEDS_PER_RUN,
     RunConfig,
-    RunLog,
     batch_metrics,
     check_verl_run,
     parse_run,
+    run_log,
+    summarize,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,85 +76,15 @@ class VerlRunConfig(RunConfig):
 
 
 def use_cpu_platform() -> None:
-    """Register a CPU platform with verl (before anything asks verl for its device) and open the
-    one-rank gloo process group verl's workers expect."""
-    from verl.plugin.platform.platform_base import PlatformBase
+    """verl on CPU in this process (``gem_adapters.verl.cpu``: its platform, before anything asks verl for
+    its device, and its patches), and the one-rank gloo process group verl's workers expect."""
     from verl.plugin.platform.platform_manager import set_platform
 
-    device = types.SimpleNamespace(
-        **{k: getattr(torch.cpu, k) for k in dir(torch.cpu) if not k.startswith("_")}
-    )
-    for name in ("max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved"):
-        setattr(device, name, lambda *_: 0)
-    device.mem_get_info = lambda *_: (0, 0)
-    device.get_device_name = lambda *_: "CPU"
-    device.empty_cache = lambda: None
-    device.manual_seed = device.manual_seed_all = torch.manual_seed
+    from gem_adapters.verl import cpu
 
-    class PlatformCPU(PlatformBase):
-        device_name, vendor_name, device_module = "cpu", "cpu", device
-
-        def is_available(self):
-            return True
-
-        def current_device(self):
-            return "cpu"  # verl moves modules to ``get_device_id()``
-
-        def device_count(self):
-            return 1
-
-        def set_device(self, index):
-            pass
-
-        def synchronize(self, index=None):
-            pass
-
-        def manual_seed(self, seed):
-            torch.manual_seed(seed)
-
-        manual_seed_all = manual_seed
-
-        def set_allocator_settings(self, settings):
-            pass
-
-        def empty_cache(self):
-            pass
-
-        def get_device_capability(self, index=0):
-            return None, None
-
-        def communication_backend_name(self):
-            return "gloo"
-
-        def visible_devices_envvar(self):
-            return "CUDA_VISIBLE_DEVICES"
-
-        @contextmanager
-        def nvtx_range(self, msg):
-            yield
-
-        def profiler_start(self):
-            pass
-
-        profiler_stop = profiler_start
-
-        def ray_resource_name(self):
-            return "CPU"
-
-        def ray_noset_envvars(self):
-            return []
-
-        def is_ipc_supported(self):
-            return False
-
-        def cudart(self):
-            return None
-
-    set_platform(PlatformCPU())
+    cpu.install()
+    set_platform(cpu.CPUPlatform())
     logging.getLogger("verl.utils.tokenizer.continuous_token_wiring").setLevel(logging.ERROR)  # once per loop
-    import verl.models.transformers.monkey_patch as monkey_patch
-
-    monkey_patch.is_trl_available = lambda: False
     if not torch.distributed.is_initialized():
         torch.distributed.init_process_group("gloo", rank=0, world_size=1)
 
@@ -443,13 +369,11 @@ def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     check_verl_run(run)
     set_seed(run.seed)
     folder = warmed_up_policy(policy or run.policy_spec())
-    with (
-        tempfile.TemporaryDirectory() as workdir,
-        RunLog(Path(run.out), f"verl {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}") as log,
-    ):
+    with tempfile.TemporaryDirectory() as workdir, run_log(run) as log:
         trainer = VerlCPUTrainer(run, folder, Path(workdir))
         for step in range(run.steps):
-            log.add(step=step + 1, **trainer.step(step))
+            log.record({"step": step + 1, **trainer.step(step)})
+        summarize(log, f"verl {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}")
     return log.rows
 
 

@@ -1,6 +1,6 @@
 """The learning experiment through verl's own trainer: ``python -m verl.trainer.main_ppo`` on CPU.
 
-    python benchmarks/learning/verl_main_ppo.py --task guess_range --estimator rebn --seed 0 --steps 40 --episodes_per_step 128 --out benchmarks/results/learning/adapters/verl_main_ppo-rebn-episodes_per_step128-steps40-seed0.csv
+    python -m benchmarks.learning.verl_main_ppo --task guess_range --estimator rebn --seed 0 --steps 40 --episodes_per_step 128 --out benchmarks/results/learning/adapters/verl_main_ppo-rebn-episodes_per_step128-steps40-seed0.csv
 
 (``experiments.py run adapters_main_ppo`` runs it for seeds 0, 1 and 2.)
 
@@ -9,50 +9,55 @@
 batch at ``learning_rate`` after ``warmup_steps``, clip 1.0, no weight decay, token-mean loss,
 temperature 1), launched as ``examples/train_verl.py --device cpu`` launches verl: its Ray workers,
 FSDP2 actor, transformers rollout server and agent-loop workers playing ``GemAgentLoop``. The run's
-CSV has ``train.py``'s columns.
+CSV has ``train.py``'s columns. The example is run as a program (``--dry-run``: it writes the task
+parquet files and the agent-loop YAML, and prints its ``main_ppo`` command), not imported, in a process
+where the experiments' env ids are registered; this run's own Hydra overrides are added to that command.
 
-Two things reach verl's processes from here: this folder on ``PYTHONPATH`` with ``common`` in
-``VERL_USE_EXTERNAL_MODULES`` (the experiments' env ids, registered at import), and the agent loop
-``RecordingGemAgentLoop``, a ``GemAgentLoop`` that also writes every training episode to
-``$GEM_EPISODE_DIR`` (verl's own step metrics have the score but not the success or invalid-move
-rate). A step's CSV row is written when verl's file logger writes the step's metrics.
+Two things reach verl's processes from here: the repository on ``PYTHONPATH`` with
+``benchmarks.learning.common`` in ``VERL_USE_EXTERNAL_MODULES`` (the experiments' env ids, registered at
+import), and the agent loop ``RecordingGemAgentLoop``, a ``GemAgentLoop`` that also writes every
+training episode to ``$GEM_EPISODE_DIR`` (verl's own step metrics have the score but not the success or
+invalid-move rate). A step's CSV row is written when verl's file logger writes the step's metrics.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))  # train_verl
-
-import train_verl
 import yaml
-from common import TASKS, PolicySpec, warmed_up_policy
-from train import (
+
+from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
+from benchmarks.learning.launch import run_trainer
+from benchmarks.learning.train import (
     PROMPT_TOKENS,
     RESPONSE_TOKENS,
     TASK_SEEDS_PER_RUN,
     RunConfig,
-    RunLog,
     batch_metrics,
     check_verl_run,
     parse_run,
 )
-
 from gem_adapters.jsonl import read_jsonl, write_jsonl
 from gem_adapters.verl.agent_loop import GemAgentLoop
 
-HERE = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "train_verl.py"
+# What examples/train_verl.py puts first in VERL_USE_EXTERNAL_MODULES, then the experiments' env ids.
+EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.agent_loop", "benchmarks.learning.common"]
 EPISODE_DIR = "GEM_EPISODE_DIR"
+# Runs a script (argv[1], its arguments after it) as __main__ where the experiments' env ids are registered.
+RUN_WITH_LEARNING_ENVS = (
+    "import runpy, sys\nimport benchmarks.learning.common\n"
+    "sys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
 # verl warns once per agent loop (every episode) that a Llama has no model-specific token builder
 logging.getLogger("verl.utils.tokenizer.continuous_token_wiring").setLevel(logging.ERROR)
 
@@ -71,7 +76,7 @@ class RecordingGemAgentLoop(GemAgentLoop):
 
 def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[str]:
     """The ``main_ppo`` command of ``examples/train_verl.py --device cpu`` with this run's settings and
-    ``RecordingGemAgentLoop`` in the agent-loop YAML."""
+    ``RecordingGemAgentLoop`` in the agent-loop YAML (the example writes its inputs under ``workdir``)."""
     prompts_per_step = run.episodes_per_step // run.num_generations
     flags = {
         "device": "cpu",
@@ -97,13 +102,23 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
         "output_dir": str(workdir),
         "logger": "console,file",
     }
-    args, _ = train_verl.parse_args([x for k, v in flags.items() for x in (f"--{k}", str(v))])
-    paths = train_verl.write_inputs(args)
-    loops = yaml.safe_load(paths["agent_loop"].read_text())
+    argv = [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+    dry = subprocess.run(
+        [sys.executable, "-c", RUN_WITH_LEARNING_ENVS, str(EXAMPLE), *argv, "--dry-run"],
+        env=launch_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    example = shlex.split(dry.stdout.strip().splitlines()[-1])
+    if example[1:3] != ["-m", "verl.trainer.main_ppo"]:
+        raise RuntimeError(f"{EXAMPLE.name} --dry-run printed no main_ppo command:\n{dry.stdout[-2000:]}")
+    agent_loop = workdir / "gem_agent_loop.yaml"
+    loops = yaml.safe_load(agent_loop.read_text())
     for loop in loops:  # episodes end when the env ends them, as in verl_cpu.py
-        loop.update(_target_="verl_main_ppo.RecordingGemAgentLoop", max_turns=None)
-    paths["agent_loop"].write_text(yaml.safe_dump(loops, sort_keys=False))
-    overrides = train_verl.hydra_overrides(args, paths, str(folder)) + [
+        loop.update(_target_="benchmarks.learning.verl_main_ppo.RecordingGemAgentLoop", max_turns=None)
+    agent_loop.write_text(yaml.safe_dump(loops, sort_keys=False))
+    overrides = [
         "data.shuffle=False",  # the tasks in order, as verl_cpu.py plays them
         "actor_rollout_ref.rollout.top_p=1.0",
         "actor_rollout_ref.rollout.top_k=-1",
@@ -119,55 +134,46 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
         f"actor_rollout_ref.rollout.seed={run.seed}",
         f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
     ]
-    return [sys.executable, "-m", "verl.trainer.main_ppo", *train_verl._last_wins(overrides)]
+    return [sys.executable, "-m", "verl.trainer.main_ppo", *last_wins([*example[3:], *overrides])]
+
+
+def last_wins(overrides: list[str]) -> list[str]:
+    """One override per key (Hydra rejects a key given twice); a later one replaces an earlier one."""
+    return list({override.split("=", 1)[0].lstrip("+"): override for override in overrides}.values())
+
+
+def launch_env() -> dict[str, str]:
+    """This process's environment for ``main_ppo`` on CPU, as ``examples/train_verl.py --device cpu`` sets
+    it, with the experiments' env ids loaded in every verl process."""
+    env = dict(os.environ)
+    given = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    env["VERL_USE_EXTERNAL_MODULES"] = ",".join(dict.fromkeys([*EXTERNAL_MODULES, *given]))
+    env["VERL_PLATFORM"] = "cpu"  # gem_adapters.verl.plugin installs gem_adapters.verl.cpu
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
 
 
 def main(run: RunConfig, policy: PolicySpec | None = None) -> list[dict]:
     """Train through ``main_ppo``; ``policy`` overrides the warmed-up policy's spec. Returns the CSV rows."""
     check_verl_run(run)
     folder = warmed_up_policy(policy or run.policy_spec())
-    main_ppo_log = Path(run.out).with_suffix(".main_ppo.log")
     # Ray's folder right under /tmp: its socket paths have a length limit
     with (
         tempfile.TemporaryDirectory() as workdir,
         tempfile.TemporaryDirectory(prefix="ray", dir="/tmp") as ray_dir,
-        RunLog(
-            Path(run.out), f"verl main_ppo {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}"
-        ) as log,
-        open(main_ppo_log, "w") as output,
     ):
         work = Path(workdir)
         episodes, metrics = work / "episodes", work / "metrics.jsonl"
         episodes.mkdir()
-        env = train_verl.launch_env("cpu")
-        env["VERL_USE_EXTERNAL_MODULES"] += ",common"
-        env["PYTHONPATH"] = os.pathsep.join([str(HERE), env["PYTHONPATH"]])
-        env.update({EPISODE_DIR: str(episodes), "VERL_FILE_LOGGER_PATH": str(metrics)})
-        process = subprocess.Popen(
+        return run_trainer(
+            run,
+            f"verl main_ppo {run.task} {run.estimator} gamma={run.gamma} seed={run.seed}",
             command(run, folder, work, ray_dir),
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its Ray processes go with it, below
+            {**launch_env(), EPISODE_DIR: str(episodes), "VERL_FILE_LOGGER_PATH": str(metrics)},
+            Path(run.out).with_suffix(".main_ppo.log"),
+            lambda: complete_records(metrics),
+            lambda record: step_row(record, episodes, run.episodes_per_step),
         )
-        try:
-            logged = 0
-            while logged < run.steps:
-                finished = process.poll() is not None
-                for record in complete_records(metrics)[logged:]:
-                    log.add(**step_row(record, episodes, run.episodes_per_step))
-                    logged += 1
-                if finished:
-                    break
-                time.sleep(2)
-            process.wait()
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-    if process.returncode != 0 or logged != run.steps:
-        tail = main_ppo_log.read_text()[-4000:]
-        raise RuntimeError(f"main_ppo exited with {process.returncode} after {logged} steps:\n{tail}")
-    return log.rows
 
 
 def complete_records(path: Path) -> list[dict]:

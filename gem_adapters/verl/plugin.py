@@ -7,7 +7,7 @@ switched off, ``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin`` does the sa
 errors raised while loading a plugin; ``python -c "import verl.trainer.ppo.core_algos as c;
 print(sorted(c.ADV_ESTIMATOR_REGISTRY))"`` shows whether the ``gem_*`` names arrived.
 
-With ``VERL_PLATFORM=cpu`` it also loads ``gem_adapters.verl.cpu`` (verl's trainer on CPU).
+With ``VERL_PLATFORM=cpu`` it also installs ``gem_adapters.verl.cpu`` (verl's trainer on CPU).
 """
 
 import os
@@ -16,5 +16,7 @@ from gem_adapters.verl.estimators import register_estimators
 
 REGISTERED = register_estimators()
 
-if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":
-    import gem_adapters.verl.cpu  # noqa: F401  (registers the CPU platform and the transformers rollout)
+if os.environ.get("VERL_PLATFORM", "").strip().lower() == "cpu":  # verl's own platform switch
+    from gem_adapters.verl import cpu
+
+    cpu.install()  # the CPU platform, the transformers rollout and the patches of verl's CUDA-only lines

@@ -18,6 +18,7 @@ import pytest
 
 pytest.importorskip("openrlhf.utils.agent")
 
+from gem_adapters import patching
 from gem_adapters.openrlhf import hook
 from gem_adapters.openrlhf.estimator import ESTIMATOR_ENV, compute_advantages_and_returns
 
@@ -38,8 +39,18 @@ def test_runtime_env_hook_adds_the_setup_hook_and_the_estimator(monkeypatch):
     with pytest.raises(ValueError, match="choose one of"):
         hook.runtime_env_hook(None)
     monkeypatch.delenv(ESTIMATOR_ENV)
+    monkeypatch.delenv(hook.CPU_ENV, raising=False)
     with pytest.raises(ValueError, match=ESTIMATOR_ENV):
         hook.runtime_env_hook(None)
+
+
+def test_runtime_env_hook_carries_the_cpu_switch_without_an_estimator(monkeypatch):
+    monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
+    monkeypatch.setenv(hook.CPU_ENV, "1")
+    env = hook.runtime_env_hook({"env_vars": {"A": "1"}})
+    assert env == {"env_vars": {"A": "1", hook.CPU_ENV: "1"}, "worker_process_setup_hook": hook.SETUP_HOOK}
+    monkeypatch.setenv(ESTIMATOR_ENV, "rebn")
+    assert hook.runtime_env_hook(None)["env_vars"] == {ESTIMATOR_ENV: "rebn", hook.CPU_ENV: "1"}
 
 
 @pytest.fixture
@@ -63,11 +74,11 @@ def probe_module(tmp_path, monkeypatch):
 def test_setup_worker_patches_the_experience_maker_when_it_is_imported(probe_module, monkeypatch):
     monkeypatch.setattr(hook, "TARGET", probe_module)
     monkeypatch.setenv(ESTIMATOR_ENV, "grpo")
-    finders = list(sys.meta_path)
+    monkeypatch.delenv(hook.CPU_ENV, raising=False)
     hook.setup_worker()
-    assert probe_module not in sys.modules and len(sys.meta_path) == len(finders) + 1
+    assert probe_module not in sys.modules and len(patching.pending(probe_module)) == 1
     module = __import__(probe_module)
-    assert sys.meta_path == finders  # one import, one patch
+    assert patching.pending(probe_module) == []  # one import, one patch
     cls = module.RemoteExperienceMaker
     assert cls.gem_estimator == "grpo"
     method = cls.__dict__["compute_advantages_and_returns"]
@@ -77,15 +88,15 @@ def test_setup_worker_patches_the_experience_maker_when_it_is_imported(probe_mod
     # A module imported before the hook runs is patched at once.
     monkeypatch.setenv(ESTIMATOR_ENV, "rloo")
     hook.setup_worker()
-    assert cls.gem_estimator == "rloo" and sys.meta_path == finders
+    assert cls.gem_estimator == "rloo" and patching.pending(probe_module) == []
 
 
 def test_setup_worker_does_nothing_without_an_estimator(probe_module, monkeypatch):
     monkeypatch.setattr(hook, "TARGET", probe_module)
     monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
-    finders = list(sys.meta_path)
+    monkeypatch.delenv(hook.CPU_ENV, raising=False)
     hook.setup_worker()
-    assert sys.meta_path == finders
+    assert patching.pending(probe_module) == []
     assert not hasattr(__import__(probe_module).RemoteExperienceMaker, "gem_estimator")
 
 
@@ -122,7 +133,8 @@ def test_ray_workers_of_an_openrlhf_style_launch_get_the_hook():
         class Worker:
             def report(self):
                 from gem_adapters.openrlhf import hook
-                pending = [f.module_name for f in sys.meta_path if type(f).__name__ == "_PatchOnImport"]
+                from gem_adapters import patching
+                pending = [hook.TARGET] if patching.pending(hook.TARGET) else []
                 return {{"estimator": os.environ.get({ESTIMATOR_ENV!r}),
                          "tokenizers": os.environ.get("TOKENIZERS_PARALLELISM"),
                          "pending": pending, "imported": hook.TARGET in sys.modules}}

