@@ -45,7 +45,8 @@ class Row:
     micro_batch_size: int | None = None  # episodes per forward/backward pass (None: the whole batch)
     eval_episodes: int = 64  # held-out episodes before and after RL (the same seeds for every run)
     small_task: str | None = None  # small: the benchmarks.learning.common.TASKS warm-up player
-    small_warmup_steps: int = 400  # small: SFT steps of the warm-up build (PolicySpec.warmup_steps)
+    small_warmup_steps: int = 400  # small: SFT steps and batch of the warm-up build (PolicySpec); fewer
+    small_warmup_batch: int = 32  # for long episodes, about 2M tokens (~10 minutes on one thread) in all
     warmup_player: str | None = None  # smollm2: the players.PLAYERS name imitated by the SFT warm-up
     warmup_episodes: int = 64  # smollm2: scripted episodes of the warm-up (one epoch, batch 8)
     expectation: str = ""
@@ -87,6 +88,8 @@ ENVS = [
         "game:GuessTheNumber-v1-hard",
         "game (hard)",
         "guess_hard",
+        small_warmup_steps=400,
+        small_warmup_batch=16,
         episodes_per_step=128,
         steps=40,
         expectation="learns a little: 7 turns on 1-50 leave room above the warm-up player's ~0.69",
@@ -95,6 +98,8 @@ ENVS = [
         "game:Hangman-v1-easy",
         "game (easy)",
         "hangman",
+        small_warmup_steps=200,
+        small_warmup_batch=16,
         estimators=BOTH,
         steps=40,
         expectation="small or no gain: letter frequencies help, but 3-letter words leave few clues and the "
@@ -104,31 +109,35 @@ ENVS = [
         "game:Mastermind-v1-easy",
         "game (easy)",
         "mastermind",
+        small_warmup_steps=100,
+        small_warmup_batch=16,
         estimators=BOTH,
         max_context_tokens=2048,
-        small_warmup_steps=200,
         expectation="learns some: not repeating a scored code and using the pegs beats the warm-up's ~0.31",
     ),
     _small(
         "game:Minesweeper-v1-easy",
         "game (easy)",
         "minesweeper",
-        small_warmup_steps=200,
+        small_warmup_steps=190,
+        small_warmup_batch=16,
         expectation="no gain expected: winning needs reading numbers around cells; the warm-up never wins",
     ),
     _small(
         "game:FifteenPuzzle-v1-easy",
         "game (easy)",
         "fifteen",
-        small_warmup_steps=200,
+        small_warmup_steps=160,
+        small_warmup_batch=16,
         expectation="learns some: a 2x2 puzzle with 10 turns; random legal slides win ~0.23",
     ),
     _small(
         "game:TowerOfHanoi-v1-easy",
         "game (hard)",
         "hanoi",
+        small_warmup_steps=110,
+        small_warmup_batch=16,
         max_context_tokens=1536,
-        small_warmup_steps=200,
         expectation="no gain expected: 7 exact moves in 10 turns; random legal moves win ~0.01, so almost no "
         "episode is ever rewarded with success (only the progress reward shapes it)",
     ),
@@ -136,8 +145,9 @@ ENVS = [
         "game:Wordle-v1-easy",
         "game (hard)",
         "wordle",
+        small_warmup_steps=60,
+        small_warmup_batch=16,
         max_context_tokens=2560,
-        small_warmup_steps=100,
         episodes_per_step=32,
         num_generations=4,
         expectation="no gain expected: using G/Y/- marks over a growing history is beyond a 0.8M model "
@@ -147,8 +157,9 @@ ENVS = [
         "game:Sokoban-v1-easy",
         "game (hard)",
         "sokoban",
+        small_warmup_steps=55,
+        small_warmup_batch=16,
         max_context_tokens=2560,
-        small_warmup_steps=100,
         episodes_per_step=32,
         num_generations=4,
         expectation="no gain expected: planning pushes from a board printed as text; random moves win ~0.06",
@@ -157,6 +168,8 @@ ENVS = [
         "multiagent:TicTacToe-v0-random",
         "multi-agent",
         "tictactoe",
+        small_warmup_steps=235,
+        small_warmup_batch=16,
         estimators=BOTH,
         expectation="learns: against a random opponent taking centre and completing lines lifts wins from ~0.55",
     ),

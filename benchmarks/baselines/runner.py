@@ -13,8 +13,9 @@ same command goes on from there, never re-running a finished run. A run that fai
 (its log says why) and is tried again by the next ``run``. At the end ``report`` writes
 ``table.csv``, the README's table and ``grid.png`` and commits them.
 
-``smoke`` plays every row for ``--steps`` steps with seed 0 and its first estimator (a 40-step
-warm-up build for the small policy, 16 warm-up episodes for SmolLM2, 16 evaluation episodes) under
+``smoke`` plays every row for ``--steps`` steps with seed 0 and its first estimator (the small
+policy's warm-up build is the row's own, cached for the campaign; SmolLM2 warms up on 16 episodes;
+16 evaluation episodes) under
 ``smoke/`` and writes ``smoke.csv``: seconds per step, warm-up and evaluation seconds, the episodes
 played and their rewards. ``plan`` turns it into each row's planned work and predicted machine-hours.
 """
@@ -37,6 +38,7 @@ from typing import Any
 
 from benchmarks.baselines import results
 from benchmarks.baselines.rows import FRAMEWORK, TABLES, Row, find_rows
+from benchmarks.baselines.train_run import SMOKE_WARMUP_EPISODES
 
 REPO = Path(__file__).resolve().parents[2]
 README_TABLE = ("<!-- table:start -->", "<!-- table:end -->")
@@ -292,10 +294,7 @@ def smoke(table: str, patterns: list[str] | None, steps: int, results_dir: Path)
 
 def predicted_hours(row: Row, measured: dict[str, str]) -> tuple[float, float]:
     """``(hours per estimator's seeds, hours of the row's one-off warm-up build)`` from a smoke line."""
-    from benchmarks.baselines.train_run import SMOKE_SMALL_WARMUP_STEPS
-
-    step = float(measured["seconds_per_step"])
-    warmup = float(measured["warmup_s"])
+    step, warmup = float(measured["seconds_per_step"]), float(measured["warmup_s"])
     per_run = (
         float(measured["overhead_s"])
         + row.steps * step
@@ -303,35 +302,41 @@ def predicted_hours(row: Row, measured: dict[str, str]) -> tuple[float, float]:
     )
     build = 0.0
     if row.policy == "smollm2":
-        per_run += warmup * row.warmup_episodes / 16
+        per_run += warmup * row.warmup_episodes / SMOKE_WARMUP_EPISODES
     elif row.policy == "small":
-        build = warmup * row.small_warmup_steps / SMOKE_SMALL_WARMUP_STEPS
+        build = warmup  # the smoke run built the very warm-up the campaign uses (cached)
     return per_run * len(row.seeds) / 3600, build / 3600
 
 
 def plan_markdown(table: str, results_dir: Path = results.RESULTS) -> str:
+    """Each row's planned work, its smoke-measured seconds per step, predicted machine-hours and
+    expectation."""
     path = results_dir / "smoke.csv"
     measured = {}
     if path.exists():
         with open(path) as f:
             measured = {line["row"]: line for line in csv.DictReader(f)}
     lines = [
-        "| row | policy | estimators | seeds | steps x episodes/step | s/step (smoke) | warm-up build h | h per estimator | h for the row |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| env | category | policy | estimators | seeds | steps x episodes/step | s/step (smoke) | "
+        "warm-up build h | h per estimator | h for the row | expectation (set before the run) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     total = 0.0
     for row in TABLES[table]:
-        head = f"| {row.env_id} | {row.policy} | {', '.join(row.estimators)} | {len(row.seeds)} | {row.steps} x {row.episodes_per_step} |"
-        if row.name not in measured:
-            lines.append(f"{head} not measured | | | |")
-            continue
-        per_estimator, build = predicted_hours(row, measured[row.name])
-        hours = build + per_estimator * len(row.estimators)
-        total += hours
-        lines.append(
-            f"{head} {float(measured[row.name]['seconds_per_step']):.1f} | {build:.2f} | {per_estimator:.2f} | {hours:.2f} |"
+        head = (
+            f"| {row.env_id} | {row.category} | {row.policy} | {', '.join(row.estimators)} | {len(row.seeds)} "
+            f"| {row.steps} x {row.episodes_per_step} |"
         )
-    lines.append(f"| **total** | | | | | | | | **{total:.1f}** |")
+        if row.name in measured:
+            per_estimator, build = predicted_hours(row, measured[row.name])
+            hours = build + per_estimator * len(row.estimators)
+            total += hours
+            step = float(measured[row.name]["seconds_per_step"])
+            cost = f" {step:.1f} | {build:.2f} | {per_estimator:.2f} | {hours:.2f} |"
+        else:
+            cost = " not measured | | | |"
+        lines.append(f"{head}{cost} {row.expectation} |")
+    lines.append(f"| **total** | | | | | | | | | **{total:.1f}** | |")
     return "\n".join(lines)
 
 
@@ -358,13 +363,14 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--out", type=Path, required=True, help="the run's files without suffix")
     one.add_argument("--steps", type=int)
     one.add_argument("--smoke", action="store_true")
-    one.add_argument("--table", default="envs", choices=sorted(TABLES))
     args = parser.parse_args(argv)
 
     if args.command == "one":
         from benchmarks.baselines.train_run import train
 
-        (row,) = [r for r in TABLES[args.table] if r.name == args.row]
+        row = next((r for rows in TABLES.values() for r in rows if r.name == args.row), None)
+        if row is None:
+            raise SystemExit(f"no row named {args.row!r} in any table")
         summary = train(row, args.estimator, args.seed, args.out, steps=args.steps, smoke=args.smoke)
         print(json.dumps({k: summary[k] for k in ("before", "after", "steps", "seconds_per_step", "wall_s")}))
     elif args.command == "run":

@@ -38,7 +38,7 @@ EVAL_FIRST_SEED = 900_000_000  # held-out episodes: far from every run's trainin
 TASK_SEEDS_PER_RUN = 1_000_000
 WARMUP_FIRST_SEED = 800_000_000  # SmolLM2's warm-up games
 LR_WARMUP_STEPS = 5
-SMOKE_SMALL_WARMUP_STEPS = 40  # a smoke run's small-policy warm-up build (its own cache folder)
+SMOKE_WARMUP_EPISODES = SMOKE_EVAL_EPISODES = 16  # a smoke run's SmolLM2 warm-up and evaluations
 EVAL_KEYS = (
     "success_rate",
     "return",
@@ -84,14 +84,15 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def small_policy(row: Row, smoke: bool) -> tuple[Path, float]:
+def small_policy(row: Row) -> tuple[Path, float]:
     """The folder of the row's warmed-up small policy and the seconds spent building it (0 if cached)."""
     from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
 
     if TASKS[row.small_task].env_id != row.env_id:
         raise ValueError(f"{row.name}: warm-up task {row.small_task!r} plays {TASKS[row.small_task].env_id}")
-    steps = SMOKE_SMALL_WARMUP_STEPS if smoke else row.small_warmup_steps
-    spec = PolicySpec(row.small_task, warmup_steps=steps)
+    spec = PolicySpec(
+        row.small_task, warmup_steps=row.small_warmup_steps, warmup_batch=row.small_warmup_batch
+    )
     started = time.perf_counter()
     with _locked(spec.folder().with_suffix(".lock")):
         built = not (spec.folder() / "config.json").exists()
@@ -146,11 +147,11 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
 
     started = time.perf_counter()
     if row.policy == "small":
-        folder, build_s = small_policy(row, smoke)
+        folder, build_s = small_policy(row)
         model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
         spec = json.loads((folder / "spec.json").read_text())
-        return model, tokenizer, ChatRenderer(tokenizer), {"warmup": "scripted legal player (SFT build)",
-                                                           "warmup_build_s": build_s, **{f"policy_{k}": v for k, v in spec.items()}}  # fmt: skip
+        info = {"warmup": f"scripted legal player {row.small_task!r}", "warmup_build_s": build_s}
+        return model, tokenizer, ChatRenderer(tokenizer), info | {f"policy_{k}": v for k, v in spec.items()}
     if row.policy == "tiny-llava":
         from gem_adapters.multimodal import tiny_llava
 
@@ -162,7 +163,7 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
     renderer = ChatRenderer(tokenizer)
     info: dict[str, Any] = {"warmup": row.warmup_player or "none"}
     if row.warmup_player:
-        episodes = 16 if smoke else row.warmup_episodes
+        episodes = SMOKE_WARMUP_EPISODES if smoke else row.warmup_episodes
         info.update(
             warmup_episodes=episodes, warmup_loss=sft_warmup(model, tokenizer, renderer, row, seed, episodes)
         )
@@ -252,7 +253,7 @@ def train(
     started, load_start = time.perf_counter(), os.getloadavg()
     set_seed(seed)
     model, processing_class, renderer, warmup = load_policy(row, seed, smoke)
-    eval_episodes = min(row.eval_episodes, 16) if smoke else row.eval_episodes
+    eval_episodes = min(row.eval_episodes, SMOKE_EVAL_EPISODES) if smoke else row.eval_episodes
     before = evaluate(model, processing_class, renderer, row, eval_episodes)
     trainer = grpo_trainer(row, estimator, seed, steps, model, processing_class, renderer)
     trainer.remove_callback(PrinterCallback)
