@@ -13,6 +13,13 @@ warm-up player* that knows the reply format and plays legally but without skill:
 * ``sum`` (single turn, ``rg:basic_arithmetic``, a + b with one-digit terms): the right sum 30% of
   the time, otherwise a random number from -18 to 18.
 
+The baselines (``benchmarks/baselines``) add one player per game they train the small policy on, each
+legal without skill: ``guess_easy``/``guess_hard`` (the ``guess`` player on the registered
+GuessTheNumber ids), ``mastermind`` (a random code of distinct symbols), ``minesweeper`` (reveal a
+random unopened cell), ``wordle`` (a random untried answer-list word), ``hanoi`` (a random legal
+move), ``sudoku`` (a random digit no row, column or box rules out), ``fifteen`` and ``sokoban`` (a
+random direction that moves), ``tictactoe`` (a random free cell).
+
 Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.models.cache_dir``);
 nothing is downloaded.
 """
@@ -33,7 +40,10 @@ from gem_adapters import warmup
 from gem_adapters.models import cache_dir, tiny_llama_config
 from gem_adapters.tasks import Task, make_tasks
 from gem_adapters.trajectory import ChatRenderer, Episode
+from gem_core.envs.games import wordlists
+from gem_core.envs.games.fifteen_puzzle import legal_moves
 from gem_core.envs.games.guess_the_number import GuessTheNumberEnv
+from gem_core.envs.games.sokoban import DIRECTIONS as SOKOBAN_DIRECTIONS
 from gem_core.parsing import extract_boxed
 
 CHATML = (
@@ -68,6 +78,69 @@ def _hangman_warmup(env: Any, rng: random.Random) -> str:
 def _sum_warmup(env: Any, rng: random.Random) -> str:
     answer = env.example["answer"] if rng.random() < 0.3 else str(rng.randint(-18, 18))
     return f"<answer>{answer}</answer>"
+
+
+def _boxed(move: Any) -> str:
+    return f"\\boxed{{{move}}}"
+
+
+def _mastermind_warmup(env: Any, rng: random.Random) -> str:
+    return _boxed(" ".join(map(str, rng.sample(range(1, env.num_symbols + 1), env.code_length))))
+
+
+def _minesweeper_warmup(env: Any, rng: random.Random) -> str:
+    hidden = [(r, c) for r in range(env.rows) for c in range(env.cols) if (r, c) not in env.opened]
+    r, c = rng.choice(hidden)
+    return _boxed(f"reveal {r + 1} {c + 1}")
+
+
+def _wordle_warmup(env: Any, rng: random.Random) -> str:
+    tried = {guess for guess, _ in env.history}
+    return _boxed(rng.choice([w for w in wordlists.words("answers", env.word_length) if w not in tried]))
+
+
+def _hanoi_warmup(env: Any, rng: random.Random) -> str:
+    pegs = env.pegs  # peg -> disks, bottom to top
+    moves = [
+        (a, b)
+        for a in pegs
+        for b in pegs
+        if a != b and pegs[a] and (not pegs[b] or pegs[b][-1] > pegs[a][-1])
+    ]
+    return _boxed(" ".join(rng.choice(moves)))
+
+
+def _sudoku_warmup(env: Any, rng: random.Random) -> str:
+    n, b, board = env.size, env.box, env.board
+
+    def allowed(r: int, c: int, d: int) -> bool:
+        box = (board[i][j] for i in range(r - r % b, r - r % b + b) for j in range(c - c % b, c - c % b + b))
+        return d not in board[r] and all(board[i][c] != d for i in range(n)) and d not in box
+
+    empty = [(r, c) for r in range(n) for c in range(n) if not board[r][c]]
+    moves = [(r, c, d) for r, c in empty for d in range(1, n + 1) if allowed(r, c, d)]
+    r, c, d = rng.choice(moves) if moves else (*rng.choice(empty), 1)  # a dead end: any empty cell
+    return _boxed(f"{r + 1} {c + 1} {d}")
+
+
+def _fifteen_warmup(env: Any, rng: random.Random) -> str:
+    return _boxed(rng.choice(legal_moves(env.board, env.size)))
+
+
+def _sokoban_warmup(env: Any, rng: random.Random) -> str:
+    def moves(direction: str) -> bool:
+        dr, dc = SOKOBAN_DIRECTIONS[direction]
+        ahead = (env.player[0] + dr, env.player[1] + dc)
+        beyond = (ahead[0] + dr, ahead[1] + dc)
+        return ahead in env.floor and (
+            ahead not in env.boxes or (beyond in env.floor and beyond not in env.boxes)
+        )
+
+    return _boxed(rng.choice([d for d in sorted(SOKOBAN_DIRECTIONS) if moves(d)]))
+
+
+def _tictactoe_warmup(env: Any, rng: random.Random) -> str:
+    return _boxed(rng.choice([i + 1 for i, mark in enumerate(env.env.board) if mark == "."]))
 
 
 class GuessTheNumberWithRange(GuessTheNumberEnv):
@@ -148,6 +221,17 @@ TASKS = {
     "hangman": LearningTask("game:Hangman-v1-easy", _hangman_warmup),
     "sum": LearningTask("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
     "pick": LearningTask("learn:PickSeven-v0", lambda env, rng: f"\\boxed{{{rng.randint(1, 10)}}}"),
+    # the baselines' games (benchmarks/baselines)
+    "guess_easy": LearningTask("game:GuessTheNumber-v1-easy", _guess_warmup),
+    "guess_hard": LearningTask("game:GuessTheNumber-v1-hard", _guess_warmup),
+    "mastermind": LearningTask("game:Mastermind-v1-easy", _mastermind_warmup, max_turn_tokens=16),
+    "minesweeper": LearningTask("game:Minesweeper-v1-easy", _minesweeper_warmup, max_turn_tokens=16),
+    "wordle": LearningTask("game:Wordle-v1-easy", _wordle_warmup, max_turn_tokens=16),
+    "hanoi": LearningTask("game:TowerOfHanoi-v1-easy", _hanoi_warmup, max_turn_tokens=16),
+    "sudoku": LearningTask("game:Sudoku-v1-easy", _sudoku_warmup, max_turn_tokens=16),
+    "fifteen": LearningTask("game:FifteenPuzzle-v1-easy", _fifteen_warmup, max_turn_tokens=16),
+    "sokoban": LearningTask("game:Sokoban-v1-easy", _sokoban_warmup, max_turn_tokens=16),
+    "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _tictactoe_warmup),
 }
 TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from
 

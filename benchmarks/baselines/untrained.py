@@ -1,7 +1,7 @@
 """Baseline table: the random policy, the scripted solvers and the offline SmolLM2-135M-Instruct on every
 game (easy settings) and every offline task set that is registered.
 
-    python benchmarks/baselines.py
+    python -m benchmarks.baselines.untrained
 
 writes ``benchmarks/results/baselines.md`` (the table, with this command and the settings at the top),
 ``baselines.json`` (the numbers, also used by ``--resume``) and ``baselines.png``. The full reports and
@@ -27,7 +27,7 @@ import gem_core
 from gem_adapters.evaluation import EvalConfig, evaluate, has_solver, load_agent
 from gem_core.envs.games import ALIASES
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 AGENTS = ("random", "solver", "smollm2")
 CONCURRENCY = 16  # episodes generated as one batch
 
@@ -105,7 +105,7 @@ def main() -> None:
     if args.resume or args.table_only:
         results = stored.get("results", {})
     threads = os.environ.get("OMP_NUM_THREADS")
-    command = ("" if threads is None else f"OMP_NUM_THREADS={threads} ") + "python benchmarks/baselines.py"
+    command = ("" if threads is None else f"OMP_NUM_THREADS={threads} ") + "python -m benchmarks.baselines.untrained"
     kept = [a for a in sys.argv[1:] if a not in ("--resume", "--table-only")]  # the same table
     command += (" " + shlex.join(kept)) if kept else ""
     started = time.time()

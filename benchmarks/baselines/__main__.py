@@ -1,0 +1,3 @@
+from benchmarks.baselines.runner import main
+
+main()

@@ -1,0 +1,136 @@
+"""The scripted players SmolLM2's warm-up imitates, and the tool envs the baselines train on.
+
+A player takes the innermost env after ``reset`` (``gem_adapters.warmup.Player``) and returns the next
+action's text: the env's solver where it has one, else its reference answer (a math or QA dataset's
+gold answer, a code problem's reference program, a terminal task's reference commands, a
+customer-service scenario's reference conversation). Players of tool envs use the tool first (run
+the computation in Python, search the question) and then answer, as an agent with the tool would.
+
+Tool envs are registered here as ``tool:<Env>-<tool>`` ids (``ToolEnvWrapper``, no reward for calling
+a tool: only the answer pays, so calling tools is never a reward by itself). The tools are made once
+per process and shared by every env (they are static resources of ``ToolEnvWrapper``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import gem_core
+from gem_core.envs.dataset import answers_of
+
+Player = Callable[[Any], str]
+MAX_TOOL_USES = 3
+
+# ---- tool envs ---------------------------------------------------------------------------------
+
+
+@functools.cache
+def _python_tool():
+    from gem_core.tools import PythonTool
+
+    return PythonTool(timeout=5)
+
+
+@functools.cache
+def _search_tool():
+    from gem_core.tools import SearchTool
+
+    return SearchTool(k=2)
+
+
+def with_python(env_id: str) -> gem_core.Env:
+    from gem_core.wrappers.tools import ToolEnvWrapper
+
+    return ToolEnvWrapper(gem_core.make(env_id), [_python_tool()], max_tool_uses=MAX_TOOL_USES)
+
+
+def with_search(env_id: str) -> gem_core.Env:
+    from gem_core.wrappers.tools import ToolEnvWrapper
+
+    return ToolEnvWrapper(gem_core.make(env_id), [_search_tool()], max_tool_uses=MAX_TOOL_USES)
+
+
+TOOL_ENVS = {  # id -> (factory, the env it wraps, description)
+    "tool:Arithmetic-v0-python": (
+        with_python,
+        "math:Arithmetic-v0",
+        "math:Arithmetic-v0 with the Python tool",
+    ),
+    "tool:LocalWiki-v0-search": (with_search, "qa:LocalWiki-v0", "qa:LocalWiki-v0 with the search tool"),
+}
+
+
+def register_tool_envs() -> None:
+    for env_id, (factory, inner, description) in TOOL_ENVS.items():
+        if env_id not in gem_core.list_envs(env_id):
+            gem_core.register(
+                env_id, functools.partial(factory, inner), description=description, multi_turn=True
+            )
+
+
+# ---- players -----------------------------------------------------------------------------------
+
+
+def _planned(plan: Callable[[Any], list[str]]) -> Player:
+    """A player that plays ``plan(env)`` (made at the episode's first turn) one action per turn."""
+    turns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def play(env: Any) -> str:
+        moves, done = turns.setdefault(env, (plan(env), 0))
+        turns[env] = (moves, done + 1)
+        return moves[min(done, len(moves) - 1)]
+
+    return play
+
+
+def _gold(env: Any) -> str:
+    return answers_of(env.example[env.answer_key])[0]
+
+
+_LATEX_TO_PYTHON = [(r"\times", "*"), (r"\div", "/"), (r"\cdot", "*"), ("^{", "**("), ("{", "("), ("}", ")")]
+
+
+def _python_expression(problem: str) -> str:
+    """The expression of a ``math:Arithmetic-v0`` problem ("Compute $2^{3} - 4 \\times 5$.") in Python."""
+    found = re.search(r"\$(.+?)\$", problem)
+    expression = found.group(1) if found else problem
+    for latex, python in _LATEX_TO_PYTHON:
+        expression = expression.replace(latex, python)
+    return expression
+
+
+def _python_then_answer(env: Any) -> list[str]:
+    expression = _python_expression(env.example[env.question_key])
+    code = f"x = {expression}\nprint(int(x) if x == int(x) else x)"
+    return [f"<python>\n{code}\n</python>", f"The answer is \\boxed{{{_gold(env)}}}."]
+
+
+def _search_then_answer(env: Any) -> list[str]:
+    return [f"<search>{env.example[env.question_key]}</search>", f"<answer>{_gold(env)}</answer>"]
+
+
+def _terminal_solution(env: Any) -> str:
+    commands = "\n".join(env.tasks[env.task_index]["solution"])
+    return f"```bash\n{commands}\n```\n<done/>"
+
+
+def _customer_service_reference(view: Any) -> str:
+    conversation = view.env.scenario["solution"]
+    return conversation[min(view.env.agent_turns, len(conversation) - 1)]
+
+
+PLAYERS: dict[str, Callable[[], Player]] = {  # name -> a fresh player (planned players keep per-env turns)
+    "solver": lambda: lambda env: env.solve_action(),
+    "math_answer": lambda: lambda env: f"The answer is \\boxed{{{_gold(env)}}}.",
+    "tag_answer": lambda: lambda env: f"<answer>{env.example['answer']}</answer>",
+    "boxed_label": lambda: lambda env: f"\\boxed{{{env.example['answer']}}}",
+    "code_reference": lambda: lambda env: f"```python\n{env.problems[env.problem_index]['reference']}```",
+    "terminal_solution": lambda: _terminal_solution,
+    "customer_service_reference": lambda: _customer_service_reference,
+    "python_then_answer": lambda: _planned(_python_then_answer),
+    "search_then_answer": lambda: _planned(_search_then_answer),
+}

@@ -1,0 +1,343 @@
+"""The rows of the baseline tables: which env, which policy and warm-up, which estimators, how long.
+
+A ``Row`` is one env trained by one policy; each of its ``estimators`` is one line of the table
+(env x framework x estimator), trained for every seed in ``seeds``. Policies:
+
+* ``small``: the ~0.8M-parameter Llama of ``benchmarks/learning`` (domain tokenizer), warmed up by
+  SFT on games of the scripted legal player ``benchmarks.learning.common.TASKS[small_task]``; the
+  warm-up is built once (``PolicySpec``, cached) and shared by the row's seeds;
+* ``smollm2``: SmolLM2-135M-Instruct (offline), warmed up in each run by TRL's ``SFTTrainer`` on
+  ``warmup_episodes`` episodes of ``players.PLAYERS[warmup_player]`` (the env's solver, or its
+  reference answers), as ``examples/train_trl.py`` does with the solver;
+* ``tiny-llava``: a randomly initialised ~3M-parameter LLaVA (``gem_adapters.multimodal.tiny_llava``),
+  the only vision-language model available offline, no warm-up.
+
+Steps and episodes per step are sized from the measured seconds per step (``smoke``) so that a row's
+seeds take minutes to a few tens of minutes on the 2-core machine; ``expectation`` says beforehand
+what the row should show and, for a row expected to fail, why.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+FRAMEWORK = "trl"  # the framework these rows train through (GEMGRPOTrainer)
+GAMMA = 0.9
+
+
+@dataclass(frozen=True)
+class Row:
+    env_id: str
+    category: str
+    policy: str  # "small" | "smollm2" | "tiny-llava"
+    estimators: tuple[str, ...] = ("rebn",)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    steps: int = 30
+    episodes_per_step: int = 64
+    num_generations: int = 8
+    learning_rate: float = 5e-4
+    lr_schedule: str = "cosine"  # after 5 warm-up steps: "cosine" (to 0 at the last step) or "constant"
+    gamma: float = GAMMA
+    max_turns: int | None = None  # None: the env's own limit
+    max_turn_tokens: int = 16
+    max_context_tokens: int = 1024
+    micro_batch_size: int | None = None  # episodes per forward/backward pass (None: the whole batch)
+    eval_episodes: int = 64  # held-out episodes before and after RL (the same seeds for every run)
+    small_task: str | None = None  # small: the benchmarks.learning.common.TASKS warm-up player
+    small_warmup_steps: int = 400  # small: SFT steps and batch of the warm-up build (PolicySpec); fewer
+    small_warmup_batch: int = 32  # for long episodes, about 2M tokens (~10 minutes on one thread) in all
+    warmup_player: str | None = None  # smollm2: the players.PLAYERS name imitated by the SFT warm-up
+    warmup_episodes: int = 64  # smollm2: scripted episodes of the warm-up (one epoch, batch 8)
+    expectation: str = ""
+
+    @property
+    def name(self) -> str:
+        """The row's folder name: env id and policy, as a file name."""
+        return re.sub(r"[^A-Za-z0-9.+-]+", "_", f"{self.env_id}--{self.policy}")
+
+    def label(self, estimator: str) -> str:
+        return f"{self.env_id} [{self.policy}, {estimator}]"
+
+
+def _small(env_id: str, category: str, task: str, **settings) -> Row:
+    return Row(env_id, category, "small", small_task=task, **settings)
+
+
+def _smollm2(env_id: str, category: str, player: str | None, **settings) -> Row:
+    defaults = dict(
+        episodes_per_step=16, num_generations=4, learning_rate=2e-5, lr_schedule="constant",
+        micro_batch_size=4, eval_episodes=32, max_context_tokens=2048,
+    )  # fmt: skip
+    return Row(env_id, category, "smollm2", warmup_player=player, **{**defaults, **settings})
+
+
+BOTH = ("rebn", "grpo")
+ENVS = [
+    # ---- games, the small policy (a scripted legal player for its warm-up) ----
+    _small(
+        "game:GuessTheNumber-v1-easy",
+        "game (easy)",
+        "guess_easy",
+        estimators=BOTH,
+        episodes_per_step=128,
+        steps=40,
+        expectation="learns: 4 turns on 1-10 reward a bisecting first guess; the warm-up player wins ~0.77",
+    ),
+    _small(
+        "game:GuessTheNumber-v1-hard",
+        "game (hard)",
+        "guess_hard",
+        small_warmup_steps=400,
+        small_warmup_batch=16,
+        episodes_per_step=128,
+        steps=40,
+        expectation="learns a little: 7 turns on 1-50 leave room above the warm-up player's ~0.69",
+    ),
+    _small(
+        "game:Hangman-v1-easy",
+        "game (easy)",
+        "hangman",
+        small_warmup_steps=200,
+        small_warmup_batch=16,
+        estimators=BOTH,
+        steps=40,
+        expectation="small or no gain: letter frequencies help, but 3-letter words leave few clues and the "
+        "warm-up player wins ~0.03",
+    ),
+    _small(
+        "game:Mastermind-v1-easy",
+        "game (easy)",
+        "mastermind",
+        small_warmup_steps=100,
+        small_warmup_batch=16,
+        estimators=BOTH,
+        max_context_tokens=2048,
+        expectation="learns some: not repeating a scored code and using the pegs beats the warm-up's ~0.31",
+    ),
+    _small(
+        "game:Minesweeper-v1-easy",
+        "game (easy)",
+        "minesweeper",
+        small_warmup_steps=190,
+        small_warmup_batch=16,
+        expectation="no gain expected: winning needs reading numbers around cells; the warm-up never wins",
+    ),
+    _small(
+        "game:FifteenPuzzle-v1-easy",
+        "game (easy)",
+        "fifteen",
+        small_warmup_steps=160,
+        small_warmup_batch=16,
+        expectation="learns some: a 2x2 puzzle with 10 turns; random legal slides win ~0.23",
+    ),
+    _small(
+        "game:TowerOfHanoi-v1-easy",
+        "game (hard)",
+        "hanoi",
+        small_warmup_steps=110,
+        small_warmup_batch=16,
+        max_context_tokens=1536,
+        expectation="no gain expected: 7 exact moves in 10 turns; random legal moves win ~0.01, so almost no "
+        "episode is ever rewarded with success (only the progress reward shapes it)",
+    ),
+    _small(
+        "game:Wordle-v1-easy",
+        "game (hard)",
+        "wordle",
+        small_warmup_steps=60,
+        small_warmup_batch=16,
+        max_context_tokens=2560,
+        episodes_per_step=32,
+        num_generations=4,
+        expectation="no gain expected: using G/Y/- marks over a growing history is beyond a 0.8M model "
+        "in this budget; random untried words win ~0.05",
+    ),
+    _small(
+        "game:Sokoban-v1-easy",
+        "game (hard)",
+        "sokoban",
+        small_warmup_steps=55,
+        small_warmup_batch=16,
+        max_context_tokens=2560,
+        episodes_per_step=32,
+        num_generations=4,
+        expectation="no gain expected: planning pushes from a board printed as text; random moves win ~0.06",
+    ),
+    _small(
+        "multiagent:TicTacToe-v0-random",
+        "multi-agent",
+        "tictactoe",
+        small_warmup_steps=235,
+        small_warmup_batch=16,
+        estimators=BOTH,
+        expectation="learns: against a random opponent taking centre and completing lines lifts wins from ~0.55",
+    ),
+    # ---- reasoning-gym, the small policy ----
+    _small(
+        "rg:sum-learn",
+        "reasoning-gym",
+        "sum",
+        estimators=BOTH,
+        episodes_per_step=128,
+        steps=40,
+        max_turn_tokens=10,
+        expectation="learns: one-digit sums (rg:basic_arithmetic) from a player right 30% of the time",
+    ),
+    # ---- SmolLM2-135M: games with the solver, tasks with reference answers ----
+    _smollm2(
+        "game:GuessTheNumber-v1-easy",
+        "game (easy)",
+        "solver",
+        estimators=BOTH,
+        steps=12,
+        num_generations=2,
+        max_turn_tokens=12,
+        max_context_tokens=1024,
+        expectation="learns (examples/train_trl.py's setting, without its worked-game prefix): the solver "
+        "warm-up gives ~0.8, RL adds to it",
+    ),
+    _smollm2(
+        "game:Mastermind-v1-easy",
+        "game (easy)",
+        "solver",
+        steps=8,
+        max_turn_tokens=16,
+        expectation="keeps or adds a little: the solver warm-up plays consistent codes; RL has to keep "
+        "it from repeating scored codes",
+    ),
+    _smollm2(
+        "game:Wordle-v1-easy",
+        "game (hard)",
+        "solver",
+        steps=8,
+        max_turn_tokens=16,
+        expectation="little or no gain: the solver's choice needs the whole mark history; SmolLM2 imitates "
+        "its format, not its elimination",
+    ),
+    _smollm2(
+        "game:Sudoku-v1-easy",
+        "game (easy)",
+        "solver",
+        steps=8,
+        max_turn_tokens=16,
+        expectation="after the solver warm-up little to gain or lose: 4x4 with few empty cells",
+    ),
+    _smollm2(
+        "math:Arithmetic-v0",
+        "math",
+        "math_answer",
+        estimators=BOTH,
+        steps=10,
+        max_turn_tokens=48,
+        expectation="small gain at most: a 135M model computing 3-operation expressions in its head; "
+        "the 60 problems are also the evaluation set (no held-out split)",
+    ),
+    _smollm2(
+        "tool:Arithmetic-v0-python",
+        "math + Python tool",
+        "python_then_answer",
+        steps=10,
+        max_turn_tokens=64,
+        expectation="learns: writing the expression in Python and copying the printed result is within "
+        "a 135M model after the warm-up; the gain over math:Arithmetic-v0 is the tool's",
+    ),
+    _smollm2(
+        "tool:LocalWiki-v0-search",
+        "QA + search tool",
+        "search_then_answer",
+        steps=10,
+        max_turn_tokens=48,
+        expectation="learns some: search the question, copy the answer span from the passage",
+    ),
+    _smollm2(
+        "code:PythonBasics-v0",
+        "code",
+        "code_reference",
+        steps=8,
+        max_turn_tokens=192,
+        num_generations=4,
+        max_context_tokens=1536,
+        expectation="small gain at most: 41 problems, programs of 3-10 lines; the warm-up imitates "
+        "reference programs of other problems",
+    ),
+    _smollm2(
+        "terminal:Mixed-v0",
+        "terminal",
+        "terminal_solution",
+        steps=8,
+        max_turn_tokens=96,
+        max_turns=4,
+        expectation="memorises: 21 fixed tasks, warm-up on their reference commands, evaluated on the same tasks",
+    ),
+    _smollm2(
+        "rg:letter_counting",
+        "reasoning-gym",
+        "tag_answer",
+        steps=10,
+        max_turn_tokens=24,
+        expectation="no gain expected: counting letters needs character-level reading a 135M BPE model "
+        "lacks; the warm-up only teaches the answer format",
+    ),
+    _smollm2(
+        "logic:RuleTaker-v0-d1",
+        "logic",
+        "boxed_label",
+        steps=10,
+        max_turn_tokens=12,
+        expectation="near chance (1/3): one-step deduction over a generated theory; the warm-up teaches "
+        "the labels, not the reasoning",
+    ),
+    _smollm2(
+        "multiagent:CustomerService-v0",
+        "multi-agent",
+        "customer_service_reference",
+        steps=6,
+        episodes_per_step=8,
+        num_generations=2,
+        eval_episodes=16,
+        max_turn_tokens=96,
+        max_turns=12,
+        max_context_tokens=3072,
+        expectation="memorises some: 7 scenarios with a scripted customer; the warm-up imitates their "
+        "reference conversations",
+    ),
+    _smollm2(
+        "math:GeometryFigures-v0-easy",
+        "vision",
+        None,
+        steps=6,
+        max_turn_tokens=16,
+        expectation="cannot learn on CPU: the only offline VLM is a random-init 3M LLaVA seeing 32-px "
+        "figures; it never writes a boxed answer, so every reward is 0",
+    ),
+]
+ENVS[-1] = replace(ENVS[-1], policy="tiny-llava", learning_rate=1e-3)
+# A table that runs in about a minute: the runner and the trainer end to end (the tests run it).
+CHECK = [
+    _small(
+        "learn:PickSeven-v0",
+        "check",
+        "pick",
+        seeds=(0, 1),
+        steps=1,
+        episodes_per_step=8,
+        num_generations=4,
+        eval_episodes=8,
+        small_warmup_steps=40,
+        lr_schedule="constant",
+        expectation="runs: one step of 8 one-turn episodes per seed",
+    )
+]
+TABLES = {"envs": ENVS, "check": CHECK}
+
+
+def find_rows(table: str, patterns: list[str] | None = None) -> list[Row]:
+    """The rows of ``table`` whose env id or name matches one of ``patterns`` (all when none)."""
+    rows = TABLES[table]
+    if not patterns:
+        return rows
+    chosen = [r for r in rows if any(p in (r.env_id, r.name) or re.fullmatch(p, r.env_id) for p in patterns)]
+    if not chosen:
+        raise SystemExit(f"no row of {table!r} matches {patterns}; rows: {[r.name for r in rows]}")
+    return chosen

@@ -1,0 +1,387 @@
+"""The baselines' command line: run a table (resumable), report it, smoke-test and plan its rows.
+
+    python -m benchmarks.baselines run envs [--rows ID ...] [--workers 2] [--no-commit]
+    python -m benchmarks.baselines report envs
+    python -m benchmarks.baselines smoke [envs] [--rows ID ...] [--steps 2]
+    python -m benchmarks.baselines plan [envs]
+
+``run`` trains every (row, estimator, seed) of the table whose summary JSON does not exist yet, one
+process per run with ``OMP_NUM_THREADS=1``; ``--workers`` rows at a time, a row's runs one after the
+other. When every seed of a row and estimator is done, its files (runs, curve) are committed at once
+(``git commit -- <those files>``), so a session that stops loses at most the runs in progress; the
+same command goes on from there, never re-running a finished run. A run that fails leaves no JSON
+(its log says why) and is tried again by the next ``run``. At the end ``report`` writes
+``table.csv``, the README's table and ``grid.png`` and commits them.
+
+``smoke`` plays every row for ``--steps`` steps with seed 0 and its first estimator (the small
+policy's warm-up build is the row's own, cached for the campaign; SmolLM2 warms up on 16 episodes;
+16 evaluation episodes) under
+``smoke/`` and writes ``smoke.csv``: seconds per step, warm-up and evaluation seconds, the episodes
+played and their rewards. ``plan`` turns it into each row's planned work and predicted machine-hours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks.baselines import results
+from benchmarks.baselines.rows import FRAMEWORK, TABLES, Row, find_rows
+from benchmarks.baselines.train_run import SMOKE_WARMUP_EPISODES
+
+REPO = Path(__file__).resolve().parents[2]
+README_TABLE = ("<!-- table:start -->", "<!-- table:end -->")
+README_PLAN = ("<!-- plan:start -->", "<!-- plan:end -->")
+SMOKE_COLUMNS = [
+    "row", "policy", "estimator", "steps", "episodes_per_step", "seconds_per_step", "warmup_s", "overhead_s",
+    "eval_s_per_episode", "wall_s", "episodes_played", "success_first", "success_last", "return_min",
+    "return_max", "format_error_rate", "invalid_move_rate", "stopped_by_context", "success_before",
+    "success_after",
+]  # fmt: skip
+
+
+class Overlaps:
+    """Which runs of this process ran at the same time as each run (what ran beside what)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.active: dict[str, set[str]] = {}
+
+    @contextmanager
+    def running(self, label: str):
+        """While the block runs, ``label`` is active; yields the set of the labels seen beside it."""
+        with self.lock:
+            beside = set(self.active)
+            for others in self.active.values():
+                others.add(label)
+            self.active[label] = beside
+        try:
+            yield beside
+        finally:
+            with self.lock:
+                del self.active[label]
+
+
+OVERLAPS = Overlaps()
+
+
+def run_one(
+    row: Row, estimator: str, seed: int, stem: Path, steps: int | None = None, smoke: bool = False
+) -> bool:
+    """One run in its own process (``OMP_NUM_THREADS=1``, console to ``stem.log``); True if it finished.
+    Its summary gets ``ran_beside``: the runs of this runner that overlapped it."""
+    command = [
+        sys.executable, "-m", "benchmarks.baselines", "one", row.name, estimator, str(seed), "--out", str(stem),
+        *(["--steps", str(steps)] if steps else []), *(["--smoke"] if smoke else []),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    label = f"{row.label(estimator)} seed {seed}"
+    with OVERLAPS.running(label) as beside, open(stem.with_suffix(".log"), "w") as log:
+        log.write(" ".join(command[1:]) + "\n")
+        log.flush()
+        code = subprocess.call(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    summary_path = stem.with_suffix(".json")
+    finished = code == 0 and summary_path.exists()
+    if finished:
+        summary = json.loads(summary_path.read_text())
+        summary_path.write_text(json.dumps(summary | {"ran_beside": sorted(beside)}, indent=1) + "\n")
+    outcome = "done" if finished else f"FAILED (exit {code}, see {stem.with_suffix('.log')})"
+    print(f"{outcome}: {label}", flush=True)
+    return finished
+
+
+class Git:
+    """Commits given files at once (``git commit -- files``): serialised, retried while another
+    process holds the index lock."""
+
+    lock = threading.Lock()
+
+    def __init__(self, enabled: bool = True, repo: Path = REPO, attempts: int = 20):
+        self.enabled, self.repo, self.attempts = enabled, repo, attempts
+
+    def _git(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=self.repo, capture_output=True, text=True)
+
+    def commit(self, files: list[Path], message: str) -> bool:
+        if not self.enabled or not files:
+            return False
+        names = [str(Path(f).resolve().relative_to(self.repo.resolve())) for f in files]
+        with self.lock:
+            for attempt in range(self.attempts):
+                done = self._git("add", "--", *names)
+                if done.returncode == 0:
+                    done = self._git("commit", "-q", "-m", message, "--", *names)
+                if done.returncode == 0:
+                    print(f"committed: {message}", flush=True)
+                    return True
+                if "index.lock" not in done.stderr:
+                    print(f"not committed ({message}): {(done.stderr or done.stdout).strip()}", flush=True)
+                    return False
+                time.sleep(min(1 + attempt, 10))
+        print(f"not committed ({message}): the git index stayed locked", flush=True)
+        return False
+
+
+def train_row(row: Row, results_dir: Path, git: Git) -> None:
+    """Every run of ``row`` still missing, estimator by estimator; each finished estimator is committed."""
+    for estimator in row.estimators:
+        stems = [results.run_stem(results_dir, row.name, FRAMEWORK, estimator, s) for s in row.seeds]
+        missing = [(s, stem) for s, stem in zip(row.seeds, stems) if not stem.with_suffix(".json").exists()]
+        if not missing:
+            continue
+        if not all([run_one(row, estimator, seed, stem) for seed, stem in missing]):
+            continue
+        curve = results.curve_path(results_dir, row.name, FRAMEWORK, estimator)
+        results.write_curve(results.combine_curves(results.seed_curves(stems)), curve)
+        files = [
+            p
+            for stem in stems
+            for p in (stem.with_suffix(s) for s in (".csv", ".json", ".log"))
+            if p.exists()
+        ]
+        git.commit([*files, curve], f"baselines: {row.label(estimator)}, {len(stems)} seeds")
+
+
+def run(table: str, patterns: list[str] | None, workers: int, git: Git, results_dir: Path) -> None:
+    rows = find_rows(table, patterns)
+    print(f"{len(rows)} rows of {table!r}, {workers} at a time -> {results_dir}", flush=True)
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda row: train_row(row, results_dir, git), rows))
+    git.commit(report(table, results_dir), f"baselines: the {table} table, README table and grid")
+
+
+# ---- report --------------------------------------------------------------------------------------
+
+
+def _pct(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.2f}"
+
+
+def table_markdown(table: str, keys: list[tuple], groups: dict[tuple, list[dict]]) -> str:
+    """The README's table: one line per env x framework x estimator x policy with its verdict."""
+    rows = {row.name: row for row in TABLES[table]}
+    lines = [
+        "| env | category | policy | framework | estimator | seeds | steps x episodes | success before -> after [95% interval] | after - before, paired [95%] | return before -> after | machine-h | expectation (set before the run) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key in keys:
+        runs = groups[key]
+        line = results.table_line(runs)
+        delta = results.change(runs)
+        row = rows.get(key[0])
+        lines.append(
+            f"| {line['env_id']} | {row.category if row else ''} | {line['policy']} | {line['framework']} | "
+            f"{line['estimator']} | {line['seeds']} | {line['steps']} x {runs[0]['episodes_per_step']} | "
+            f"{_pct(line['success_before'])} -> **{_pct(line['success_after'])}** "
+            f"[{_pct(line['after_lo'])}, {_pct(line['after_hi'])}] | {delta['mean']:+.2f} "
+            f"[{_pct(delta['lo'])}, {_pct(delta['hi'])}] {delta['verdict']} | "
+            f"{line['return_before']:.2f} -> {line['return_after']:.2f} | {line['wall_s'] / 3600:.2f} | "
+            f"{row.expectation if row else ''} |"
+        )
+    return "\n".join(lines)
+
+
+def replace_section(path: Path, markers: tuple[str, str], text: str) -> None:
+    """Replace what lies between the two marker lines of ``path`` by ``text``."""
+    content = path.read_text()
+    start, end = content.index(markers[0]) + len(markers[0]), content.index(markers[1])
+    path.write_text(content[:start] + "\n" + text + "\n" + content[end:])
+
+
+def report(table: str, results_dir: Path = results.RESULTS) -> list[Path]:
+    """``table.csv``, the README's table and ``grid.png`` from every finished run; returns the files."""
+    groups = results.grouped(results.read_summaries(results_dir))
+    order = {row.name: i for i, row in enumerate(TABLES[table])}
+    keys = sorted(
+        groups,
+        key=lambda k: (order.get(k[0], len(order)), k[0], k[2] != FRAMEWORK, k[2], k[3] != "rebn", k[3]),
+    )
+    table_path = results_dir / "table.csv"
+    results.write_table([results.table_line(groups[k]) for k in keys], table_path)
+    panels: dict[str, dict[str, list[dict[str, float]]]] = {}
+    for key in keys:
+        _, env_id, framework, estimator, policy = key
+        curve = results.combine_curves(results.seed_curves([r["_stem"] for r in groups[key]]))
+        if curve:
+            label = f"{framework} {estimator} ({len(groups[key])} seeds)"
+            panels.setdefault(f"{env_id} ({policy})", {})[label] = curve
+    written = [table_path]
+    if panels:
+        results.plot_grid(list(panels.items()), results_dir / "grid.png")
+        written.append(results_dir / "grid.png")
+    readme = results_dir / "README.md"
+    if readme.exists() and README_TABLE[0] in readme.read_text():
+        replace_section(readme, README_TABLE, table_markdown(table, keys, groups))
+        written.append(readme)
+    print(f"{len(keys)} table rows -> {table_path}", flush=True)
+    return written
+
+
+# ---- smoke and plan ------------------------------------------------------------------------------
+
+
+def smoke_line(row: Row, summary: dict[str, Any]) -> dict[str, Any]:
+    curve = results.read_curve(Path(summary["_stem"]).with_suffix(".csv"))
+    evaluations = summary["before"]["seconds"] + summary["after"]["seconds"]
+    episodes = summary["before"]["episodes"] + summary["after"]["episodes"]
+    warmup = summary.get("warmup_build_s", summary.get("warmup_s", 0.0))
+    return {
+        "row": row.name,
+        "policy": row.policy,
+        "estimator": summary["estimator"],
+        "steps": summary["steps"],
+        "episodes_per_step": summary["episodes_per_step"],
+        "seconds_per_step": summary["seconds_per_step"],
+        "warmup_s": warmup,
+        "overhead_s": summary["wall_s"] - summary["train_s"] - evaluations - warmup,
+        "eval_s_per_episode": evaluations / episodes,
+        "wall_s": summary["wall_s"],
+        "episodes_played": summary["steps"] * summary["episodes_per_step"],
+        "success_first": curve[0]["success_rate"],
+        "success_last": curve[-1]["success_rate"],
+        "return_min": min(c["return"] for c in curve),
+        "return_max": max(c["return"] for c in curve),
+        "format_error_rate": results.mean(c["format_error_rate"] for c in curve),
+        "invalid_move_rate": results.mean(c["invalid_move_rate"] for c in curve),
+        "stopped_by_context": sum(c["stopped_by_context"] for c in curve),
+        "success_before": summary["before"]["success_rate"],
+        "success_after": summary["after"]["success_rate"],
+    }
+
+
+def smoke(table: str, patterns: list[str] | None, steps: int, results_dir: Path) -> Path:
+    """Each row for ``steps`` steps, seed 0, first estimator; ``smoke.csv`` gets (or updates) its line."""
+    path = results_dir / "smoke.csv"
+    previous = {}
+    if path.exists():
+        with open(path) as f:
+            previous = {line["row"]: line for line in csv.DictReader(f)}
+    for row in find_rows(table, patterns):
+        stem = results_dir / "smoke" / row.name / f"{FRAMEWORK}-{row.estimators[0]}-seed0"
+        if run_one(row, row.estimators[0], 0, stem, steps=steps, smoke=True):
+            summary = json.loads(stem.with_suffix(".json").read_text()) | {"_stem": stem}
+            line = smoke_line(row, summary)
+            if row.policy == "small" and not line["warmup_s"] and row.name in previous:
+                line["warmup_s"] = float(previous[row.name]["warmup_s"])  # the build was cached this time
+            previous[row.name] = line
+        order = [r.name for r in TABLES[table]]
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, SMOKE_COLUMNS)
+            writer.writeheader()
+            for name in sorted(previous, key=lambda n: order.index(n) if n in order else len(order)):
+                writer.writerow(
+                    {
+                        k: results._fmt(previous[name][k])
+                        if not isinstance(previous[name][k], str)
+                        else previous[name][k]
+                        for k in SMOKE_COLUMNS
+                    }
+                )
+    return path
+
+
+def predicted_hours(row: Row, measured: dict[str, str]) -> tuple[float, float]:
+    """``(hours per estimator's seeds, hours of the row's one-off warm-up build)`` from a smoke line."""
+    step, warmup = float(measured["seconds_per_step"]), float(measured["warmup_s"])
+    per_run = (
+        float(measured["overhead_s"])
+        + row.steps * step
+        + 2 * row.eval_episodes * float(measured["eval_s_per_episode"])
+    )
+    build = 0.0
+    if row.policy == "smollm2":
+        per_run += warmup * row.warmup_episodes / SMOKE_WARMUP_EPISODES
+    elif row.policy == "small":
+        build = warmup  # the smoke run built the very warm-up the campaign uses (cached)
+    return per_run * len(row.seeds) / 3600, build / 3600
+
+
+def plan_markdown(table: str, results_dir: Path = results.RESULTS) -> str:
+    """Each row's planned work, its smoke-measured seconds per step, predicted machine-hours and
+    expectation."""
+    path = results_dir / "smoke.csv"
+    measured = {}
+    if path.exists():
+        with open(path) as f:
+            measured = {line["row"]: line for line in csv.DictReader(f)}
+    lines = [
+        "| env | category | policy | estimators | seeds | steps x episodes/step | s/step (smoke) | "
+        "warm-up build h | h per estimator | h for the row | expectation (set before the run) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    total = 0.0
+    for row in TABLES[table]:
+        head = (
+            f"| {row.env_id} | {row.category} | {row.policy} | {', '.join(row.estimators)} | {len(row.seeds)} "
+            f"| {row.steps} x {row.episodes_per_step} |"
+        )
+        if row.name in measured:
+            per_estimator, build = predicted_hours(row, measured[row.name])
+            hours = build + per_estimator * len(row.estimators)
+            total += hours
+            step = float(measured[row.name]["seconds_per_step"])
+            cost = f" {step:.1f} | {build:.2f} | {per_estimator:.2f} | {hours:.2f} |"
+        else:
+            cost = " not measured | | | |"
+        lines.append(f"{head}{cost} {row.expectation} |")
+    lines.append(f"| **total** | | | | | | | | | **{total:.1f}** | |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "report", "smoke", "plan"):
+        sub = commands.add_parser(name)
+        sub.add_argument("table", nargs="?", default="envs", choices=sorted(TABLES))
+        sub.add_argument("--results", type=Path, default=results.RESULTS, help="results folder")
+        if name in ("run", "smoke"):
+            sub.add_argument("--rows", nargs="+", help="env ids or row names (default: every row)")
+        if name == "run":
+            sub.add_argument("--workers", type=int, default=2, help="rows trained at the same time")
+            sub.add_argument("--no-commit", action="store_true", help="do not commit finished rows")
+        if name == "smoke":
+            sub.add_argument("--steps", type=int, default=2)
+    one = commands.add_parser("one", help="one run (what `run` starts in a process of its own)")
+    one.add_argument("row")
+    one.add_argument("estimator")
+    one.add_argument("seed", type=int)
+    one.add_argument("--out", type=Path, required=True, help="the run's files without suffix")
+    one.add_argument("--steps", type=int)
+    one.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+
+    if args.command == "one":
+        from benchmarks.baselines.train_run import train
+
+        row = next((r for rows in TABLES.values() for r in rows if r.name == args.row), None)
+        if row is None:
+            raise SystemExit(f"no row named {args.row!r} in any table")
+        summary = train(row, args.estimator, args.seed, args.out, steps=args.steps, smoke=args.smoke)
+        print(json.dumps({k: summary[k] for k in ("before", "after", "steps", "seconds_per_step", "wall_s")}))
+    elif args.command == "run":
+        run(args.table, args.rows, args.workers, Git(not args.no_commit), args.results)
+    elif args.command == "report":
+        report(args.table, args.results)
+    elif args.command == "smoke":
+        print(f"-> {smoke(args.table, args.rows, args.steps, args.results)}")
+    else:
+        text = plan_markdown(args.table, args.results)
+        readme = args.results / "README.md"
+        if readme.exists() and README_PLAN[0] in readme.read_text():
+            replace_section(readme, README_PLAN, text)
+        print(text)

@@ -1,0 +1,312 @@
+"""One run: one seed of one row and estimator, through TRL's ``GEMGRPOTrainer``.
+
+1. the policy and its warm-up (``rows``: the small policy's cached SFT build, SmolLM2's SFT on a
+   scripted player's episodes, or none);
+2. ``before``: ``eval_episodes`` held-out episodes (seeds from ``EVAL_FIRST_SEED``, the same for every
+   run of every row) played at temperature 1;
+3. ``steps`` RL steps of ``episodes_per_step`` episodes (``num_generations`` per task seed; run seed k
+   trains on task seeds from k x ``TASK_SEEDS_PER_RUN``), per-turn advantages of ``estimator``;
+   one curve row per step (``CURVE_COLUMNS``, ``gem_adapters.run_log.RunLog``);
+4. ``after``: the same held-out episodes with the trained weights.
+
+The curve goes to ``<out>.csv`` as it is made and the summary (``before``, ``after``, timings,
+settings, machine) to ``<out>.json`` at the end: a run whose JSON exists is finished.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import platform
+import tempfile
+import time
+from contextlib import contextmanager, suppress
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from benchmarks.baselines.players import PLAYERS, register_tool_envs
+from benchmarks.baselines.rows import FRAMEWORK, Row
+from gem_adapters.episode_stats import episode_stats
+from gem_adapters.run_log import RunLog
+
+EVAL_FIRST_SEED = 900_000_000  # held-out episodes: far from every run's training task seeds
+TASK_SEEDS_PER_RUN = 1_000_000
+WARMUP_FIRST_SEED = 800_000_000  # SmolLM2's warm-up games
+LR_WARMUP_STEPS = 5
+SMOKE_WARMUP_EPISODES = SMOKE_EVAL_EPISODES = 16  # a smoke run's SmolLM2 warm-up and evaluations
+EVAL_KEYS = (
+    "success_rate",
+    "return",
+    "turns",
+    "format_error_rate",
+    "invalid_move_rate",
+    "stopped_by_context",
+)
+CURVE_COLUMNS = [
+    "step", "wall_s", "step_s", "success_rate", "return", "turns", "format_error_rate", "invalid_move_rate",
+    "stopped_by_context", "generated_tokens_per_episode", "loss", "entropy", "grad_norm", "lr",
+]  # fmt: skip
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    cpu = platform.processor()
+    with suppress(OSError, StopIteration):
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+    }
+
+
+@contextmanager
+def _locked(path: Path):
+    """Hold an exclusive lock on ``path`` (two runs never build the same warm-up at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def small_policy(row: Row) -> tuple[Path, float]:
+    """The folder of the row's warmed-up small policy and the seconds spent building it (0 if cached)."""
+    from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
+
+    if TASKS[row.small_task].env_id != row.env_id:
+        raise ValueError(f"{row.name}: warm-up task {row.small_task!r} plays {TASKS[row.small_task].env_id}")
+    spec = PolicySpec(
+        row.small_task, warmup_steps=row.small_warmup_steps, warmup_batch=row.small_warmup_batch
+    )
+    started = time.perf_counter()
+    with _locked(spec.folder().with_suffix(".lock")):
+        built = not (spec.folder() / "config.json").exists()
+        folder = warmed_up_policy(spec)
+    return folder, time.perf_counter() - started if built else 0.0
+
+
+def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -> float:
+    """TRL's ``SFTTrainer``, one epoch (batch 8, lr 5e-5) over ``episodes`` scripted episodes of the
+    row's warm-up player (seeds disjoint from training and evaluation); returns the last loss."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    from gem_adapters.warmup import scripted_episodes, sft_rows
+
+    first = WARMUP_FIRST_SEED + seed * episodes
+    played = scripted_episodes(
+        row.env_id,
+        range(first, first + episodes),
+        renderer,
+        PLAYERS[row.warmup_player](),
+        max_turns=row.max_turns,
+    )
+    config = SFTConfig(
+        output_dir=tempfile.mkdtemp(prefix="gem-baselines-sft-"),
+        num_train_epochs=1,
+        per_device_train_batch_size=8,
+        learning_rate=5e-5,
+        lr_scheduler_type="constant",
+        max_length=None,
+        use_cpu=True,
+        bf16=False,  # TRL would turn on bf16 autocast, which stays on the model's forward after training
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=seed,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list(sft_rows(played)),
+        processing_class=tokenizer,
+    )
+    return trainer.train().training_loss
+
+
+def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """``(model, processing_class, renderer, warm-up info)`` of the row's policy after its warm-up."""
+    from gem_adapters.chat_renderer import ChatRenderer
+    from gem_adapters.models import load_model, load_tokenizer
+
+    started = time.perf_counter()
+    if row.policy == "small":
+        folder, build_s = small_policy(row)
+        model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
+        spec = json.loads((folder / "spec.json").read_text())
+        info = {"warmup": f"scripted legal player {row.small_task!r}", "warmup_build_s": build_s}
+        return model, tokenizer, ChatRenderer(tokenizer), info | {f"policy_{k}": v for k, v in spec.items()}
+    if row.policy == "tiny-llava":
+        from gem_adapters.multimodal import tiny_llava
+
+        model, processor = tiny_llava(load_tokenizer("smollm2"), seed=seed)
+        return model, processor, ChatRenderer(processor), {"warmup": "none"}
+    if row.policy != "smollm2":
+        raise ValueError(f"unknown policy {row.policy!r}")
+    model, tokenizer = load_model("smollm2"), load_tokenizer("smollm2")
+    renderer = ChatRenderer(tokenizer)
+    info: dict[str, Any] = {"warmup": row.warmup_player or "none"}
+    if row.warmup_player:
+        episodes = SMOKE_WARMUP_EPISODES if smoke else row.warmup_episodes
+        info.update(
+            warmup_episodes=episodes, warmup_loss=sft_warmup(model, tokenizer, renderer, row, seed, episodes)
+        )
+    info["warmup_s"] = time.perf_counter() - started
+    return model, tokenizer, renderer, info
+
+
+def evaluate(model, processing_class, renderer, row: Row, episodes: int) -> dict[str, float]:
+    """``episode_stats`` of ``episodes`` held-out episodes at temperature 1 (a fixed sampling seed)."""
+    from gem_adapters.policies.base import SamplingParams
+    from gem_adapters.rollout import rollout
+    from gem_adapters.rollout_limits import RolloutLimits
+
+    if row.policy == "tiny-llava":
+        from gem_adapters.multimodal import VisionLanguagePolicy
+
+        policy = VisionLanguagePolicy(model, processing_class, seed=0)
+    else:
+        from gem_adapters.policies.transformers_policy import TransformersPolicy
+
+        policy = TransformersPolicy(model, processing_class, seed=0)
+    started = time.perf_counter()
+    played = rollout(
+        [row.env_id] * episodes,
+        policy,
+        renderer,
+        seeds=EVAL_FIRST_SEED,
+        limits=RolloutLimits(row.max_turns, row.max_turn_tokens, row.max_context_tokens),
+        sampling=SamplingParams(max_new_tokens=row.max_turn_tokens, temperature=1.0),
+    )
+    if hasattr(policy, "clear_cache"):
+        policy.clear_cache()
+    stats = episode_stats(played)
+    return {
+        **{k: stats[k] for k in EVAL_KEYS},
+        "episodes": len(played),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def grpo_trainer(row: Row, estimator: str, seed: int, steps: int, model, processing_class, renderer):
+    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
+
+    micro = row.micro_batch_size or row.episodes_per_step
+    if row.episodes_per_step % micro or row.episodes_per_step % row.num_generations:
+        raise ValueError(
+            f"{row.name}: episodes_per_step must be a multiple of micro_batch_size and num_generations"
+        )
+    config = GEMGRPOConfig(
+        output_dir=tempfile.mkdtemp(prefix="gem-baselines-"),  # nothing is saved there
+        advantage_estimator=estimator,
+        gamma=row.gamma,
+        max_turns=row.max_turns,
+        max_turn_tokens=row.max_turn_tokens,
+        max_context_tokens=row.max_context_tokens,
+        learning_rate=row.learning_rate,
+        lr_scheduler_type={"constant": "constant_with_warmup", "cosine": "cosine"}[row.lr_schedule],
+        warmup_steps=min(LR_WARMUP_STEPS, max(steps // 4, 1)),
+        max_steps=steps,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=row.episodes_per_step // micro,
+        num_generations=row.num_generations,
+        temperature=1.0,
+        beta=0.0,
+        use_cpu=True,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=seed,
+    )
+    num_tasks = steps * row.episodes_per_step // row.num_generations
+    dataset = tasks_dataset(row.env_id, num_tasks, first_seed=seed * TASK_SEEDS_PER_RUN)
+    return GEMGRPOTrainer(
+        model=model, args=config, train_dataset=dataset, processing_class=processing_class, renderer=renderer
+    )
+
+
+def train(
+    row: Row, estimator: str, seed: int, out: Path, *, steps: int | None = None, smoke: bool = False
+) -> dict:
+    """Run it; writes ``out.csv`` (the curve) and, last, ``out.json`` (the summary), and returns the summary."""
+    from transformers import PrinterCallback, TrainerCallback, set_seed
+
+    register_tool_envs()
+    steps = steps or row.steps
+    started, load_start = time.perf_counter(), os.getloadavg()
+    set_seed(seed)
+    model, processing_class, renderer, warmup = load_policy(row, seed, smoke)
+    eval_episodes = min(row.eval_episodes, SMOKE_EVAL_EPISODES) if smoke else row.eval_episodes
+    before = evaluate(model, processing_class, renderer, row, eval_episodes)
+    trainer = grpo_trainer(row, estimator, seed, steps, model, processing_class, renderer)
+    trainer.remove_callback(PrinterCallback)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log = RunLog(out.parent, CURVE_COLUMNS, filename=out.with_suffix(".csv").name, digits=8)
+
+    class Record(TrainerCallback):
+        """One curve line per RL step: the batch's episode statistics and TRL's loss numbers."""
+
+        def __init__(self):
+            self.last = time.perf_counter()
+
+        def on_log(self, _args, state, _control, logs=None, **__):
+            if not logs or "env/return" not in logs:
+                return  # TRL's end-of-training summary
+            now = time.perf_counter()
+            stats = episode_stats(trainer.last_episodes)
+            log.record(
+                {
+                    "step": state.global_step,
+                    "step_s": now - self.last,
+                    **{k: stats[k] for k in CURVE_COLUMNS if k in stats},
+                    **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
+                    "lr": trainer.lr_scheduler.get_last_lr()[0],
+                }
+            )
+            self.last = now
+
+    train_started = time.perf_counter()
+    trainer.add_callback(Record())
+    with log:
+        trainer.train()
+    train_s = time.perf_counter() - train_started
+    after = evaluate(trainer.model, processing_class, renderer, row, eval_episodes)
+    summary = {
+        "env_id": row.env_id,
+        "framework": FRAMEWORK,
+        "estimator": estimator,
+        "policy": row.policy,
+        "seed": seed,
+        "steps": len(log.rows),
+        "episodes_per_step": row.episodes_per_step,
+        "smoke": smoke,
+        "before": before,
+        "after": after,
+        "train_s": train_s,
+        "seconds_per_step": train_s / max(len(log.rows), 1),
+        "wall_s": time.perf_counter() - started,
+        "loadavg_start": load_start,
+        "loadavg_end": os.getloadavg(),
+        **warmup,
+        "row": {k: v for k, v in asdict(row).items() if k != "expectation"},
+        "machine": machine(),
+    }
+    out.with_suffix(".json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    return summary

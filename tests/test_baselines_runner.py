@@ -1,0 +1,161 @@
+"""benchmarks/baselines: the interval math, the table, and the resumable runner end to end on the
+``check`` table (1 RL step of the small policy per seed, real processes, a git repository of its own)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks.baselines import results
+from benchmarks.baselines.rows import ENVS, TABLES
+from benchmarks.baselines.runner import Git, report, run
+from benchmarks.bootstrap import bootstrap
+
+
+def summary(seed: int, before: float, after: float, **extra) -> dict:
+    return {
+        "env_id": "game:X-v0", "framework": "trl", "estimator": "rebn", "policy": "small", "seed": seed,
+        "steps": 3, "episodes_per_step": 8, "wall_s": 100.0 + seed,
+        "before": {"success_rate": before, "return": before - 0.5},
+        "after": {"success_rate": after, "return": after - 0.5},
+        "_row": "game_X-v0--small", **extra,
+    }  # fmt: skip
+
+
+def test_interval_is_the_bootstrap_of_the_mean_over_seeds():
+    assert results.interval([0.5, 0.5, 0.5]) == (0.5, 0.5)
+    assert results.interval([0.2, 0.6, 0.7]) == bootstrap([0.2, 0.6, 0.7])
+    low, high = results.interval([0.2, 0.6, 0.7])
+    assert 0.2 <= low < 0.5 < high <= 0.7
+    assert all(math.isnan(v) for v in results.interval([0.4]))
+    assert results.interval([0.1, math.nan, 0.3]) == bootstrap([0.1, 0.3])  # NaN seeds are left out
+
+
+def test_change_is_paired_by_seed():
+    rose = [summary(s, b, a) for s, (b, a) in enumerate([(0.2, 0.5), (0.6, 0.7), (0.4, 0.9)])]
+    assert results.change(rose)["verdict"] == "rose" and results.change(rose)["mean"] == pytest.approx(0.3)
+    fell = [summary(s, b, a) for s, (b, a) in enumerate([(0.5, 0.2), (0.7, 0.6), (0.9, 0.4)])]
+    assert results.change(fell)["verdict"] == "fell"
+    mixed = [summary(s, b, a) for s, (b, a) in enumerate([(0.2, 0.5), (0.7, 0.6), (0.4, 0.4)])]
+    assert results.change(mixed)["verdict"] == "no clear change"
+    assert results.change(mixed[:1])["verdict"] == "one seed"
+
+
+def test_table_line_and_file(tmp_path):
+    runs = [summary(0, 0.25, 0.5), summary(1, 0.75, 1.0), summary(2, 0.5, 0.75)]
+    line = results.table_line(runs)
+    assert line["seeds"] == 3 and line["steps"] == 3 and line["wall_s"] == 303.0
+    assert line["success_before"] == pytest.approx(0.5) and line["success_after"] == pytest.approx(0.75)
+    assert line["return_after"] == pytest.approx(0.25)
+    assert (line["after_lo"], line["after_hi"]) == bootstrap([0.5, 1.0, 0.75])
+    one = results.table_line(runs[:1])
+    path = tmp_path / "table.csv"
+    results.write_table([line, one], path)
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == results.TABLE_COLUMNS == [
+        "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
+        "after_lo", "after_hi", "return_before", "return_after", "wall_s",
+    ]  # fmt: skip
+    assert rows[0]["success_after"] == "0.75" and rows[1]["after_lo"] == rows[1]["after_hi"] == ""
+
+
+def test_curves_combine_over_seeds_up_to_the_shortest():
+    curves = [
+        [{"step": 1, "success_rate": 0.0, "return": 1.0}, {"step": 2, "success_rate": 0.5, "return": 2.0}],
+        [{"step": 1, "success_rate": 1.0, "return": 3.0}],
+    ]
+    (line,) = results.combine_curves(curves)
+    assert line == {
+        "step": 1, "success_rate_mean": 0.5, "success_rate_min": 0.0, "success_rate_max": 1.0,
+        "return_mean": 2.0, "return_min": 1.0, "return_max": 3.0,
+    }  # fmt: skip
+
+
+def test_the_envs_table_spans_the_categories():
+    assert len(ENVS) >= 24 and len({r.name for r in ENVS}) == len(ENVS)
+    assert sum("grpo" in r.estimators and "rebn" in r.estimators for r in ENVS) >= 6
+    assert sum(r.policy == "smollm2" for r in ENVS) >= 6
+    assert all(r.gamma == 0.9 and len(r.seeds) >= 3 for r in ENVS)
+    categories = {r.category for r in ENVS}
+    for needed in ("reasoning-gym", "math", "math + Python tool", "QA + search tool", "code", "terminal",
+                   "multi-agent", "game (easy)", "game (hard)"):  # fmt: skip
+        assert needed in categories
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A git repository of its own for the results, and a warm-up cache of its own."""
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "test@example.com")
+    git(repo, "config", "user.name", "test")
+    (repo / "README.md").write_text("results\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-q", "-m", "start")
+    return repo
+
+
+def test_check_table_runs_end_to_end_commits_and_resumes(repo):
+    results_dir = repo / "results"
+    (row,) = TABLES["check"]
+    run("check", None, workers=1, git=Git(repo=repo), results_dir=results_dir)
+
+    stems = [results.run_stem(results_dir, row.name, "trl", "rebn", seed) for seed in row.seeds]
+    for stem in stems:
+        summary = json.loads(stem.with_suffix(".json").read_text())
+        assert summary["steps"] == 1 and summary["episodes_per_step"] == 8
+        assert summary["before"]["episodes"] == summary["after"]["episodes"] == 8
+        for phase in ("before", "after"):
+            assert 0.0 <= summary[phase]["success_rate"] <= 1.0
+        with open(stem.with_suffix(".csv")) as f:
+            (step,) = list(csv.DictReader(f))
+        assert step["step"] == "1" and 0.0 <= float(step["success_rate"]) <= 1.0 and float(step["step_s"]) > 0
+    with open(results_dir / "table.csv") as f:
+        (line,) = list(csv.DictReader(f))
+    assert line["env_id"] == "learn:PickSeven-v0" and line["seeds"] == "2" and line["framework"] == "trl"
+    assert results.curve_path(results_dir, row.name, "trl", "rebn").exists()
+    assert (results_dir / "grid.png").stat().st_size > 0
+
+    # The finished row was committed with its files alone, then the table in a commit of its own.
+    log = git(repo, "log", "--name-only", "--format=%s")
+    assert f"baselines: {row.label('rebn')}, 2 seeds" in log and "baselines: the check table" in log
+    assert git(repo, "status", "--porcelain") == ""
+
+    # A finished run is never run again; a missing one is, and only it.
+    logs = {stem: stem.with_suffix(".log").stat().st_mtime_ns for stem in stems}
+    run("check", None, workers=1, git=Git(repo=repo), results_dir=results_dir)
+    assert {stem: stem.with_suffix(".log").stat().st_mtime_ns for stem in stems} == logs
+    stems[1].with_suffix(".json").unlink()
+    run("check", None, workers=1, git=Git(enabled=False), results_dir=results_dir)
+    assert stems[0].with_suffix(".log").stat().st_mtime_ns == logs[stems[0]]
+    assert stems[1].with_suffix(".log").stat().st_mtime_ns != logs[stems[1]]
+    assert stems[1].with_suffix(".json").exists()
+
+
+def test_report_reads_other_frameworks_results(tmp_path):
+    """A row another runner wrote (e.g. verl) lands in the same table, one line per framework."""
+    runs = tmp_path / "runs" / "game_X-v0--small"
+    runs.mkdir(parents=True)
+    for framework in ("trl", "verl_main_ppo"):
+        for seed in range(3):
+            data = {k: v for k, v in summary(seed, 0.5, 0.6, framework=framework).items() if k != "_row"}
+            (runs / f"{framework}-rebn-seed{seed}.json").write_text(json.dumps(data))
+            with open(runs / f"{framework}-rebn-seed{seed}.csv", "w") as f:
+                f.write("step,success_rate,return\n1,0.5,0.0\n2,0.6,0.1\n")
+    report("envs", tmp_path)
+    with open(tmp_path / "table.csv") as f:
+        lines = list(csv.DictReader(f))
+    assert [line["framework"] for line in lines] == ["trl", "verl_main_ppo"]
+    assert all(line["seeds"] == "3" for line in lines)
