@@ -101,21 +101,13 @@ def small_policy(row: Row) -> tuple[Path, float]:
 
 
 def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -> float:
-    """TRL's ``SFTTrainer``, one epoch (batch 8, lr 5e-5) over ``episodes`` scripted episodes of the
-    row's warm-up player (seeds disjoint from training and evaluation); returns the last loss."""
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    """``gem_adapters.trl.sft_warm_up``, one epoch (batch 8, lr 5e-5) over ``episodes`` scripted episodes
+    of the row's warm-up player (seeds disjoint from training and evaluation); returns the mean loss."""
+    from trl import SFTConfig
 
-    from gem_adapters.warmup import scripted_episodes, sft_rows
+    from gem_adapters.trl import sft_warm_up
 
     first = WARMUP_FIRST_SEED + seed * episodes
-    played = scripted_episodes(
-        row.env_id,
-        range(first, first + episodes),
-        renderer,
-        PLAYERS[row.warmup_player](),
-        max_turns=row.max_turns,
-    )
     config = SFTConfig(
         output_dir=tempfile.mkdtemp(prefix="gem-baselines-sft-"),
         num_train_epochs=1,
@@ -131,13 +123,11 @@ def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -
         disable_tqdm=True,
         seed=seed,
     )
-    trainer = SFTTrainer(
-        model=model,
-        args=config,
-        train_dataset=Dataset.from_list(sft_rows(played)),
-        processing_class=tokenizer,
-    )
-    return trainer.train().training_loss
+    trainer = sft_warm_up(
+        model, tokenizer, renderer, row.env_id, range(first, first + episodes), config,
+        player=PLAYERS[row.warmup_player](), max_turns=row.max_turns,
+    )  # fmt: skip
+    return trainer.state.log_history[-1].get("train_loss", float("nan"))
 
 
 def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[str, Any]]:

@@ -105,7 +105,9 @@ def main() -> None:
     if args.resume or args.table_only:
         results = stored.get("results", {})
     threads = os.environ.get("OMP_NUM_THREADS")
-    command = ("" if threads is None else f"OMP_NUM_THREADS={threads} ") + "python -m benchmarks.baselines.untrained"
+    command = (
+        "" if threads is None else f"OMP_NUM_THREADS={threads} "
+    ) + "python -m benchmarks.baselines.untrained"
     kept = [a for a in sys.argv[1:] if a not in ("--resume", "--table-only")]  # the same table
     command += (" " + shlex.join(kept)) if kept else ""
     started = time.time()
