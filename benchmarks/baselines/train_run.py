@@ -117,6 +117,7 @@ def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -
         max_length=None,
         use_cpu=True,
         bf16=False,  # TRL would turn on bf16 autocast, which stays on the model's forward after training
+        gradient_checkpointing=False,  # SFTConfig's default; the prefix-tree loss needs it off
         logging_steps=1,
         save_strategy="no",
         report_to=[],

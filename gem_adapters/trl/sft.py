@@ -94,9 +94,11 @@ def sft_warm_up(
 ) -> GEMSFTTrainer:
     """Fine-tune ``model`` (in place) on one episode of ``env_id`` per seed played by ``player`` (the
     env's solver by default), the loss on the player's moves only; returns the trainer after training
-    (``trainer.state`` holds the losses)."""
+    (``trainer.state`` holds the losses). The model leaves with gradient checkpointing as it came
+    (``SFTConfig`` turns it on by default, and the RL trainer after the warm-up would inherit it)."""
     from datasets import Dataset
 
+    checkpointing = getattr(model, "is_gradient_checkpointing", False)
     episodes = scripted_episodes(env_id, seeds, renderer, player, max_turns=max_turns)
     trainer = GEMSFTTrainer(
         model=model,
@@ -105,4 +107,6 @@ def sft_warm_up(
         processing_class=tokenizer,
     )
     trainer.train()
+    if getattr(model, "is_gradient_checkpointing", False) and not checkpointing:
+        model.gradient_checkpointing_disable()
     return trainer

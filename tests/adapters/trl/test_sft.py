@@ -100,3 +100,18 @@ def test_gradient_checkpointing_falls_back_to_sft_trainers_forward_with_a_warnin
     with pytest.warns(UserWarning, match="padded forward instead of the prefix tree: gradient checkpointing"):
         result = trainer.train()
     assert torch.isfinite(torch.tensor(result.training_loss))
+
+
+def test_sft_warm_up_leaves_gradient_checkpointing_as_it_found_it(tokenizer, tmp_path):
+    """SFTConfig turns checkpointing on by default; the RL trainer after the warm-up must not inherit it."""
+    from gem_adapters.trl import sft_warm_up
+
+    model = tiny_causal_lm(tokenizer, seed=6)
+    config = SFTConfig(
+        output_dir=str(tmp_path / "warm-up"), per_device_train_batch_size=4, max_length=None, bf16=False,
+        report_to=[], save_strategy="no", disable_tqdm=True, max_steps=1,
+    )  # fmt: skip
+    assert config.gradient_checkpointing and not model.is_gradient_checkpointing
+    renderer = ChatRenderer(tokenizer, "Play well.")
+    trainer = sft_warm_up(model, tokenizer, renderer, "game:GuessTheNumber-v1-easy", range(4), config)
+    assert trainer.state.global_step == 1 and not model.is_gradient_checkpointing
