@@ -259,8 +259,8 @@ async def aplay_episode(
         env_id = getattr(getattr(env, "spec", None), "id", None)
     if seed is None and isinstance(getattr(env, "seed", None), int):
         seed = env.seed
-    builder = renderer.start(
-        as_observation(observation), env_id=env_id, seed=seed, state_key=_state_key(env, info)
+    builder = EpisodeBuilder(
+        renderer, as_observation(observation), env_id=env_id, seed=seed, state_key=_state_key(env, info)
     )
     player = _Player(builder, turn)
     if release is None:
@@ -463,7 +463,8 @@ def _start_players(
     specs, seeds = vec.get_attr("spec"), vec.get_attr("seed")
     return [
         _Player(
-            renderer.start(
+            EpisodeBuilder(
+                renderer,
                 as_observation(obs),
                 env_id=getattr(spec, "id", None),
                 seed=seed,

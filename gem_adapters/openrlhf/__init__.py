@@ -8,7 +8,6 @@
   ``reinforce`` with ``gamma`` differs.
 * ``hook``: installs that replacement in OpenRLHF's Ray workers (``RAY_RUNTIME_ENV_HOOK``).
 * ``dataset``: the prompt JSONL (env id + seed per row, as the label).
-* ``engine.PolicyEngine``: OpenRLHF's engine interface served by a gem policy (CPU runs, tests).
 
 ``examples/train_openrlhf.py`` launches ``openrlhf.cli.train_ppo_ray`` with all of it. Importing this
 package imports nothing from OpenRLHF; ``agent`` needs it installed (``pip install --no-deps

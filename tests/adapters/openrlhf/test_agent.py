@@ -18,9 +18,9 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 import gem_core
 from gem_adapters.openrlhf.agent import GemAgentExecutor, GemEnvInstance
 from gem_adapters.openrlhf.dataset import Task, task_rows
-from gem_adapters.openrlhf.engine import EngineSamplingParams, PolicyEngine
 from gem_adapters.openrlhf.estimator import ESTIMATOR_ENV, NUM_TURNS, SUCCESS, TURN_REWARDS, mask_runs
 from gem_adapters.policies.transformers_policy import TransformersPolicy
+from tests.adapters.openrlhf.policy_engine import EngineSamplingParams, PolicyEngine
 
 from .conftest import AGENT_FUNC, MAX_LEN, SYSTEM_PROMPT, TURN_CAP, openrlhf_sampling_params
 from .openrlhf_source import load_agent_executor, process_response_into_experience
