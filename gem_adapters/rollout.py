@@ -257,8 +257,9 @@ async def aplay_episode(
     observation, info = await _call(env.reset, seed=seed)
     if env_id is None:
         env_id = getattr(getattr(env, "spec", None), "id", None)
-    if seed is None and isinstance(getattr(env, "seed", None), int):
-        seed = env.seed
+    own_seed = getattr(getattr(env, "unwrapped", env), "seed", None)  # the innermost env's, below wrappers
+    if seed is None and isinstance(own_seed, int):
+        seed = own_seed
     builder = EpisodeBuilder(
         renderer, as_observation(observation), env_id=env_id, seed=seed, state_key=_state_key(env, info)
     )

@@ -26,15 +26,17 @@ def guide_plugin() -> str:
 
 PROBE = """
 import json, types
+import gem_adapters
+from gem_adapters.advantages import ESTIMATORS, estimator_names
+loaded_at_import = "clipped_rebn" in ESTIMATORS  # plugins load at the registry's first use, not on import
 import torch
 from omegaconf import OmegaConf
-from gem_adapters.advantages import ESTIMATORS, estimator_names
 from gem_adapters.verl.estimators import register_estimators
 from verl.trainer.ppo import core_algos
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.trainer import GEMGRPOTrainer
 
-out = {"loaded_at_import": "clipped_rebn" in ESTIMATORS, "registered": "clipped_rebn" in estimator_names()}
+out = {"loaded_at_import": loaded_at_import, "registered": "clipped_rebn" in estimator_names()}
 register_estimators()
 fn = core_algos.get_adv_estimator_fn("gem_clipped_rebn")
 mask = torch.tensor([[1, 1, 0, 1, 0], [1, 0, 0, 0, 0]])
@@ -65,7 +67,7 @@ def test_the_guides_entry_point_estimator_reaches_verl_and_trl_in_a_fresh_proces
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
-    assert out["registered"] and not out["loaded_at_import"]  # loaded at the registry's first listing
+    assert out["registered"] and not out["loaded_at_import"]
     # Episode 1: turns with rewards 1 and 2 (gamma 0.5: returns 2, 2); episode 2: one turn, return 0.5.
     returns = np.array([2.0, 2.0, 0.5])
     z = np.clip((returns - returns.mean()) / (returns.std() + 1e-6), -3, 3)
