@@ -8,11 +8,10 @@ What it does, top to bottom:
      (``--train.agent_func_path gem_adapters/openrlhf/agent_func.py``), no reference model and no
      critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
   3. replaces OpenRLHF's estimator with GEM's per-turn one (``--estimator rebn`` by default): the
-     launch sets ``GEM_OPENRLHF_ESTIMATOR`` and ``RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.
-     runtime_env_hook``, which installs ``gem_adapters.openrlhf.estimator`` in the trainer's Ray
-     workers (see ``gem_adapters/openrlhf/hook.py``). ``--estimator openrlhf`` keeps OpenRLHF's own
-     ``reinforce`` on the summed episode reward, discounted per token (see
-     ``gem_adapters/openrlhf/estimator.py`` for exactly how it differs).
+     launch configures it with ``GemOpenRLHFConfig(estimator=...)`` (``launch_env``), whose
+     environment carries it to the trainer's Ray workers (see ``gem_adapters/openrlhf/hook.py``).
+     ``--estimator openrlhf`` keeps OpenRLHF's own ``reinforce`` on the summed episode reward,
+     discounted per token (see ``gem_adapters/openrlhf/estimator.py`` for exactly how it differs).
 
 Needs a CUDA GPU with OpenRLHF's full stack (vLLM, DeepSpeed, flash-attn): ``pip install
 "openrlhf[vllm]==0.11.2"`` and ``bash scripts/install.sh openrlhf``. The default model is
@@ -177,13 +176,13 @@ def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[
 
 
 def launch_env(args: Args) -> dict[str, str]:
-    """The environment of the launch: the GEM estimator hook for Ray, this checkout on PYTHONPATH
-    (Ray workers import gem_adapters from it if the package is not installed)."""
-    env = dict(os.environ)
-    env.pop("GEM_OPENRLHF_ESTIMATOR", None)
-    if args.estimator != "openrlhf":
-        env["GEM_OPENRLHF_ESTIMATOR"] = args.estimator
-        env["RAY_RUNTIME_ENV_HOOK"] = "gem_adapters.openrlhf.hook.runtime_env_hook"
+    """The environment of the launch: the run's ``GemOpenRLHFConfig`` (the GEM estimator, carried to
+    OpenRLHF's Ray workers by ``gem_adapters.openrlhf.hook``), this checkout on PYTHONPATH (Ray workers
+    import gem_adapters from it if the package is not installed)."""
+    from gem_adapters.openrlhf.hook import GemOpenRLHFConfig, launch_environment
+
+    config = GemOpenRLHFConfig(estimator=None if args.estimator == "openrlhf" else args.estimator)
+    env = launch_environment(config)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
 
