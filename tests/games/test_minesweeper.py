@@ -120,7 +120,7 @@ def test_probabilities_match_brute_force():
 def test_determinism():
     a, b = make("game:Minesweeper-v1-hard").unwrapped, make("game:Minesweeper-v1-hard").unwrapped
     assert a.reset(seed=3) == b.reset(seed=3)
-    assert play(a, 3)[0] == play(b, 3)[0] and a.unwrapped.mines == b.unwrapped.mines and a.unwrapped.opened == b.unwrapped.opened
+    assert play(a, 3)[0] == play(b, 3)[0] and a.mines == b.mines and a.opened == b.opened
     layouts = set()
     for seed in range(10):
         a.reset(seed=seed)
