@@ -6,7 +6,8 @@
 * ``estimator``: ReBN (and GRPO, Dr.GRPO, RLOO, REINFORCE) on per-turn rewards, replacing
   ``RemoteExperienceMaker.compute_advantages_and_returns``; its docstring says how OpenRLHF's own
   ``reinforce`` with ``gamma`` differs.
-* ``hook``: installs that replacement in OpenRLHF's Ray workers (``RAY_RUNTIME_ENV_HOOK``).
+* ``hook``: ``GemOpenRLHFConfig``, the one configuration of a run (the estimator, CPU), and how it reaches
+  OpenRLHF's Ray workers (``RAY_RUNTIME_ENV_HOOK``).
 * ``dataset``: the prompt JSONL (env id + seed per row, as the label).
 
 ``examples/train_openrlhf.py`` launches ``openrlhf.cli.train_ppo_ray`` with all of it. Importing this
