@@ -1,7 +1,7 @@
 """Per-turn rewards from an env that is not a GEM env, in verl (``algorithm.adv_estimator=gem_<name>``).
 
 verl hands an advantage estimator one (B, T) ``token_level_rewards`` tensor and the ``response_mask``.
-The ``gem_<name>`` estimators (``gem_adapters.verl.estimators``) read an episode's turns back from them:
+The ``gem_<name>`` estimators (``gem_adapters.verl.advantages``) read an episode's turns back from them:
 a turn is a run of mask-1 ids (an action), its reward the sum of the rewards from the start of its
 action to the start of the next. So an agent loop of your own, playing any env, hands per-turn rewards
 to them by writing each turn's reward on the last id of that turn's action in the sample's
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from gem_adapters.advantages import compute_advantages, turn_rewards_array
-from gem_adapters.verl.estimators import register_estimators
+from gem_adapters.verl.advantages import register_estimators
 from gem_adapters.verl.token_rewards import rewards_on_tokens
 
 # Two episodes of one task (a GRPO group, verl's ``uid``): a plain-function env that scores only some

@@ -2,17 +2,17 @@
 
 What it does, top to bottom:
   1. writes the prompt datasets (JSONL: the first observation as ``prompt``, env id + seed as
-     ``label``; ``gem_adapters.openrlhf.dataset``) into ``output_dir``;
+     ``label``; ``gem_adapters.openrlhf.rows``) into ``output_dir``;
   2. launches ``python -m openrlhf.cli.train_ppo_ray`` with OpenRLHF 0.11's dotted flags: actor,
      vLLM engine and DeepSpeed colocated on one GPU (sleeping in turn), the GEM agent executor
      (``--train.agent_func_path gem_adapters/openrlhf/agent_func.py``), no reference model and no
      critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
   3. replaces OpenRLHF's estimator with GEM's per-turn one (``--estimator rebn`` by default): the
      launch sets ``GEM_OPENRLHF_ESTIMATOR`` and ``RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.
-     runtime_env_hook``, which installs ``gem_adapters.openrlhf.estimator`` in the trainer's Ray
+     runtime_env_hook``, which installs ``gem_adapters.openrlhf.advantages`` in the trainer's Ray
      workers (see ``gem_adapters/openrlhf/hook.py``). ``--estimator openrlhf`` keeps OpenRLHF's own
      ``reinforce`` on the summed episode reward, discounted per token (see
-     ``gem_adapters/openrlhf/estimator.py`` for exactly how it differs).
+     ``gem_adapters/openrlhf/advantages.py`` for exactly how it differs).
 
 Needs a CUDA GPU with OpenRLHF's full stack (vLLM, DeepSpeed, flash-attn): ``pip install
 "openrlhf[vllm]==0.11.2"`` and ``bash scripts/install.sh openrlhf``. The default model is
@@ -111,14 +111,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
 
 def write_inputs(args: Args) -> dict[str, Path]:
     """The train/eval prompt JSONL files under ``output_dir``."""
-    from gem_adapters.openrlhf.dataset import task_rows, write_prompts
+    from gem_adapters.openrlhf.rows import task_rows, write_prompts
+    from gem_adapters.tasks import make_tasks
 
     out = Path(args.output_dir).resolve()
     common = {"system_prompt": args.system_prompt, "max_turns": args.max_turns}
-    train = write_prompts(out / "data" / "train.jsonl", task_rows(args.env_ids, args.train_tasks, **common))
+    train = write_prompts(
+        out / "data" / "train.jsonl", task_rows(make_tasks(args.env_ids, args.train_tasks, **common))
+    )
     evaluation = write_prompts(
         out / "data" / "eval.jsonl",
-        task_rows(args.env_ids, args.eval_tasks, first_seed=args.eval_first_seed, **common),
+        task_rows(make_tasks(args.env_ids, args.eval_tasks, first_seed=args.eval_first_seed, **common)),
     )
     return {"train": train, "eval": evaluation, "out": out}
 
@@ -126,7 +129,7 @@ def write_inputs(args: Args) -> dict[str, Path]:
 def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[str]:
     """``openrlhf.cli.train_ppo_ray`` flags for one GPU: everything colocated, GEM agent executor."""
     from gem_adapters.openrlhf import agent_func
-    from gem_adapters.openrlhf.dataset import INPUT_KEY, LABEL_KEY
+    from gem_adapters.openrlhf.rows import INPUT_KEY, LABEL_KEY
 
     samples_per_step = args.tasks_per_step * args.episodes_per_task
     return [
@@ -190,7 +193,7 @@ def launch_env(args: Args) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     from gem_adapters.models import resolve
-    from gem_adapters.openrlhf.estimator import estimator_names
+    from gem_adapters.openrlhf.advantages import estimator_names
 
     args, extra = parse_args(argv)
     if args.estimator not in [*estimator_names(), "openrlhf"]:

@@ -5,7 +5,7 @@ What it does, top to bottom:
      agent-loop YAML into ``output_dir``;
   2. launches ``python -m verl.trainer.main_ppo`` with Hydra overrides: verl's v1 trainer, FSDP actor,
      vLLM rollout, ``GemAgentLoop`` playing one episode per sample and ``algorithm.adv_estimator=gem_rebn``
-     (per-turn discounted returns, normalised over the batch; ``gem_adapters.verl.estimators``).
+     (per-turn discounted returns, normalised over the batch; ``gem_adapters.verl.advantages``).
 
 The ``gem_*`` estimators reach verl's Ray workers through gem-core's ``verl.plugins`` entry point; the
 launch also puts ``EXTERNAL_MODULES`` in ``VERL_USE_EXTERNAL_MODULES`` (before any modules already
@@ -51,7 +51,7 @@ AGENT_LOOP_YAML = Path(__file__).resolve().parent / "verl" / "gem_agent_loop.yam
 # Imported by every verl process at `import verl`. The plugin registers the gem_* estimators (and, with
 # VERL_PLATFORM=cpu, gem_adapters.verl.cpu). The agent loop is imported early so that every worker has
 # "gem_agent" registered even without the agent-loop YAML.
-EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.agent_loop"]
+EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.rollout"]
 TINY = "tiny"  # --model tiny: a random Llama over the SmolLM2 tokenizer, built under output_dir
 
 
@@ -153,19 +153,27 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
 
 def write_inputs(args: Args) -> dict[str, Path]:
     """The train/val parquet files and the agent-loop YAML, under ``output_dir``."""
-    from gem_adapters.verl.dataset import task_rows, write_dataset
+    from gem_adapters.tasks import make_tasks
+    from gem_adapters.verl.rows import task_rows, write_dataset
 
     out = Path(args.output_dir).resolve()
     train = write_dataset(
         out / "data" / "train.parquet",
         task_rows(
-            args.env_ids, args.train_tasks, first_seed=args.train_first_seed, system_prompt=args.system_prompt
+            make_tasks(
+                args.env_ids,
+                args.train_tasks,
+                first_seed=args.train_first_seed,
+                system_prompt=args.system_prompt,
+            )
         ),
     )
     val = write_dataset(
         out / "data" / "val.parquet",
         task_rows(
-            args.env_ids, args.val_tasks, first_seed=args.val_first_seed, system_prompt=args.system_prompt
+            make_tasks(
+                args.env_ids, args.val_tasks, first_seed=args.val_first_seed, system_prompt=args.system_prompt
+            )
         ),
     )
     loops = yaml.safe_load(AGENT_LOOP_YAML.read_text())
@@ -269,7 +277,7 @@ def check_estimator(name: str) -> None:
     gem_* estimators of gem_adapters.advantages and of installed plugins), before anything is written."""
     from verl.trainer.ppo import core_algos
 
-    from gem_adapters.verl.estimators import register_estimators
+    from gem_adapters.verl.advantages import register_estimators
 
     register_estimators()
     known = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)

@@ -46,12 +46,12 @@ from benchmarks.learning.train import (
     parse_run,
 )
 from gem_adapters.jsonl import read_jsonl, write_jsonl
-from gem_adapters.verl.agent_loop import GemAgentLoop
+from gem_adapters.verl.rollout import GemAgentLoop
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "train_verl.py"
 # What examples/train_verl.py puts first in VERL_USE_EXTERNAL_MODULES, then the experiments' env ids.
-EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.agent_loop", "benchmarks.learning.common"]
+EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.rollout", "benchmarks.learning.common"]
 EPISODE_DIR = "GEM_EPISODE_DIR"
 # Runs a script (argv[1], its arguments after it) as __main__ where the experiments' env ids are registered.
 RUN_WITH_LEARNING_ENVS = (
