@@ -7,10 +7,11 @@ What it does, top to bottom:
      vLLM engine and DeepSpeed colocated on one GPU (sleeping in turn), the GEM agent executor
      (``--train.agent_func_path gem_adapters/openrlhf/agent_func.py``), no reference model and no
      critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
-  3. replaces OpenRLHF's estimator with GEM's per-turn one (``--estimator rebn`` by default): the
+  3. replaces OpenRLHF's estimator with GEM's per-turn one (``--advantage_estimator rebn`` by default: a name of
+     ``gem_adapters.advantages``' registry, as in every example): the
      launch sets ``GEM_OPENRLHF_ESTIMATOR`` and ``RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.
      runtime_env_hook``, which installs ``gem_adapters.openrlhf.advantages`` in the trainer's Ray
-     workers (see ``gem_adapters/openrlhf/hook.py``). ``--estimator openrlhf`` keeps OpenRLHF's own
+     workers (see ``gem_adapters/openrlhf/hook.py``). ``--advantage_estimator openrlhf`` keeps OpenRLHF's own
      ``reinforce`` on the summed episode reward, discounted per token (see
      ``gem_adapters/openrlhf/advantages.py`` for exactly how it differs).
 
@@ -67,7 +68,7 @@ class Args:
         metadata={"help": "The whole episode: first prompt, actions, env feedback (--data.max_len)."},
     )
     # the algorithm
-    estimator: str = field(
+    advantage_estimator: str = field(
         default="rebn",
         metadata={
             "help": "rebn | grpo | dr_grpo | rloo | reinforce (GEM's, per turn) | openrlhf (OpenRLHF's own)."
@@ -75,9 +76,11 @@ class Args:
     )
     gamma: float = field(
         default=0.9,
-        metadata={"help": "Discount per turn (GEM estimators); per token with --estimator openrlhf."},
+        metadata={
+            "help": "Discount per turn (GEM estimators); per token with --advantage_estimator openrlhf."
+        },
     )
-    episodes_per_task: int = field(
+    num_generations: int = field(
         default=4, metadata={"help": "--rollout.n_samples_per_prompt (a GRPO group)."}
     )
     tasks_per_step: int = field(default=32, metadata={"help": "--rollout.batch_size."})
@@ -131,7 +134,7 @@ def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[
     from gem_adapters.openrlhf import agent_func
     from gem_adapters.openrlhf.rows import INPUT_KEY, LABEL_KEY
 
-    samples_per_step = args.tasks_per_step * args.episodes_per_task
+    samples_per_step = args.tasks_per_step * args.num_generations
     return [
         # one GPU: actor, vLLM engine (and DeepSpeed) share it and sleep in turn
         "--actor.num_nodes=1",
@@ -159,7 +162,7 @@ def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[
         "--eval.n_samples_per_prompt=1",
         # rollout: one PPO update per rollout batch
         f"--rollout.batch_size={args.tasks_per_step}",
-        f"--rollout.n_samples_per_prompt={args.episodes_per_task}",
+        f"--rollout.n_samples_per_prompt={args.num_generations}",
         f"--rollout.micro_batch_size={args.micro_rollout_batch_size}",
         f"--rollout.max_new_tokens={args.max_turn_tokens}",
         f"--rollout.temperature={args.temperature}",
@@ -184,8 +187,8 @@ def launch_env(args: Args) -> dict[str, str]:
     (Ray workers import gem_adapters from it if the package is not installed)."""
     env = dict(os.environ)
     env.pop("GEM_OPENRLHF_ESTIMATOR", None)
-    if args.estimator != "openrlhf":
-        env["GEM_OPENRLHF_ESTIMATOR"] = args.estimator
+    if args.advantage_estimator != "openrlhf":
+        env["GEM_OPENRLHF_ESTIMATOR"] = args.advantage_estimator
         env["RAY_RUNTIME_ENV_HOOK"] = "gem_adapters.openrlhf.hook.runtime_env_hook"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
@@ -196,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     from gem_adapters.openrlhf.advantages import estimator_names
 
     args, extra = parse_args(argv)
-    if args.estimator not in [*estimator_names(), "openrlhf"]:
-        raise SystemExit(f"--estimator: one of {[*estimator_names(), 'openrlhf']}")
+    if args.advantage_estimator not in [*estimator_names(), "openrlhf"]:
+        raise SystemExit(f"--advantage_estimator: one of {[*estimator_names(), 'openrlhf']}")
     paths = write_inputs(args)
     command = [
         sys.executable,

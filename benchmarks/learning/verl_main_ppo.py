@@ -89,9 +89,9 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
         "max_turn_tokens": TASKS[run.task].max_turn_tokens,
         "max_prompt_length": PROMPT_TOKENS,
         "max_response_length": RESPONSE_TOKENS,
-        "estimator": f"gem_{run.estimator}",
+        "advantage_estimator": run.estimator,
         "gamma": run.gamma,
-        "episodes_per_task": run.num_generations,
+        "num_generations": run.num_generations,
         "tasks_per_step": prompts_per_step,
         "ppo_mini_batch_size": prompts_per_step,  # times rollout.n: the whole batch, one optimizer step
         "micro_batch_size_per_gpu": run.episodes_per_step,

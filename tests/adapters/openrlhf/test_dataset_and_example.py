@@ -74,7 +74,7 @@ def test_example_launch_parses_with_openrlhf_cli(tmp_path, tokenizer, capsys):
     env = example.launch_env(args)
     assert env["GEM_OPENRLHF_ESTIMATOR"] == "rebn"
     assert env["RAY_RUNTIME_ENV_HOOK"] == "gem_adapters.openrlhf.hook.runtime_env_hook"
-    stock = example.launch_env(example.parse_args(["--estimator", "openrlhf"])[0])
+    stock = example.launch_env(example.parse_args(["--advantage_estimator", "openrlhf"])[0])
     assert "GEM_OPENRLHF_ESTIMATOR" not in stock and "RAY_RUNTIME_ENV_HOOK" not in stock
 
     assert example.main([*argv, "--dry-run", "--model", str(tmp_path / "model")]) == 0
