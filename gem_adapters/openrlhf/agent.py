@@ -5,5 +5,7 @@ import warnings
 
 from gem_adapters.openrlhf import rollout as _module
 
-warnings.warn(f"{__name__} is deprecated: import gem_adapters.openrlhf.rollout", DeprecationWarning, stacklevel=2)
+warnings.warn(
+    f"{__name__} is deprecated: import gem_adapters.openrlhf.rollout", DeprecationWarning, stacklevel=2
+)
 sys.modules[__name__] = _module
