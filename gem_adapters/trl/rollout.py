@@ -5,8 +5,9 @@ TRL's ``GRPOTrainer`` hands its ``rollout_func`` a list of prompts, already repe
 (``Task.to_json()``, see ``gem_adapters.trl.rows``), and its sample is one whole episode of that
 task: the env made with the task's ``env_kwargs`` and reset with its seed; the task's
 ``system_prompt``, ``template_kwargs`` and ``max_turns``, when set, replace the trainer's. The
-``num_generations`` copies of a task share env id and seed, hence the same initial state: they form
-one GRPO group (``Episode.group_id``).
+``num_generations`` copies of a task share env id, seed and env kwargs, hence the same initial state:
+they form one GRPO group (``Episode.group_id``: env id and seed, and the env kwargs when the task has
+any).
 
 One episode, one sample (``episode_to_sample``)::
 
@@ -131,6 +132,8 @@ def make_rollout_func(
                     sampling,
                 )
                 for i, episode in zip(indices, played):
+                    if tasks[i].env_kwargs:  # the same env id and seed with other kwargs: another start
+                        episode.info["group"] = [tasks[i].env_id, tasks[i].seed, _kwargs_key(tasks[i])]
                     episodes[i] = episode
         elapsed = time.perf_counter() - started
         output = rollout_output(episodes, elapsed)  # type: ignore[arg-type]
@@ -157,6 +160,10 @@ def _by_presentation(tasks: Sequence[Task]) -> dict[_Presentation, list[int]]:
         template = json.dumps(task.template_kwargs, sort_keys=True)
         groups[_Presentation(task.system_prompt, template, task.max_turns)].append(i)
     return groups
+
+
+def _kwargs_key(task: Task) -> str:
+    return json.dumps(task.env_kwargs, sort_keys=True, default=repr)
 
 
 def _renderer_for(

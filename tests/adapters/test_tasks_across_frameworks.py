@@ -65,6 +65,8 @@ def test_trl_row_carries_the_task_and_the_rollout_plays_it(qwen3_tokenizer, tmp_
     output = trainer.rollout_func(list(rows["prompt"]), trainer)
     for episode in output["episode"]:
         assert_played_the_task(episode, qwen3_tokenizer)
+    # One GRPO group, told apart from the same env id and seed played with other kwargs.
+    assert output["episode"][0].group_id == output["episode"][1].group_id != (TASK.env_id, TASK.seed)
 
 
 def test_verl_row_carries_the_task_and_the_agent_loop_plays_it(qwen3_tokenizer, tmp_path):
