@@ -39,7 +39,9 @@ class Args:
         default="smollm2", metadata={"help": "smollm2, tiny (random), or a local model folder"}
     )
     env_id: str = "game:GuessTheNumber-v1-easy"
-    estimator: str = field(default="rebn", metadata={"help": "any estimator of gem_adapters.advantages"})
+    advantage_estimator: str = field(
+        default="rebn", metadata={"help": "any estimator of gem_adapters.advantages"}
+    )
     steps: int = 10
     episodes_per_step: int = 8
     num_generations: int = 4
@@ -78,7 +80,7 @@ def main(args: Args) -> GEMGRPOTrainer:
     renderer = ChatRenderer(tokenizer)
     config = GEMGRPOConfig(
         output_dir=args.output_dir,
-        advantage_estimator=args.estimator,
+        advantage_estimator=args.advantage_estimator,
         gamma=0.9,
         max_turn_tokens=args.max_turn_tokens,
         per_device_train_batch_size=args.episodes_per_step,

@@ -1,7 +1,7 @@
 """Per-turn rewards from an env that is not a GEM env, in verl (``algorithm.adv_estimator=gem_<name>``).
 
 verl hands an advantage estimator one (B, T) ``token_level_rewards`` tensor and the ``response_mask``.
-The ``gem_<name>`` estimators (``gem_adapters.verl.estimators``) read an episode's turns back from them:
+The ``gem_<name>`` estimators (``gem_adapters.verl.advantages``) read an episode's turns back from them:
 a turn is a run of mask-1 ids (an action), its reward the sum of the rewards from the start of its
 action to the start of the next. So an agent loop of your own, playing any env, hands per-turn rewards
 to them by writing each turn's reward on the last id of that turn's action in the sample's
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from gem_adapters.advantages import compute_advantages, turn_rewards_array
-from gem_adapters.verl.estimators import register_estimators
+from gem_adapters.verl.advantages import register_estimators
 from gem_adapters.verl.token_rewards import rewards_on_tokens
 
 # Two episodes of one task (a GRPO group, verl's ``uid``): a plain-function env that scores only some
@@ -50,7 +50,7 @@ def sample_row(actions: Sequence[int], answer: int, turn_rewards: Sequence[float
     return mask + [0] * pad, scores + [0.0] * pad
 
 
-def main(estimator: str = "rebn", gamma: float = 0.9) -> torch.Tensor:
+def main(advantage_estimator: str = "rebn", gamma: float = 0.9) -> torch.Tensor:
     from verl.trainer.ppo import core_algos
 
     register_estimators()  # verl's plugin entry point does this in every verl process
@@ -59,14 +59,17 @@ def main(estimator: str = "rebn", gamma: float = 0.9) -> torch.Tensor:
     response_mask = torch.tensor([mask for mask, _ in rows], dtype=torch.float32)
     token_level_rewards = torch.tensor([scores for _, scores in rows], dtype=torch.float32)
     index = np.array(["task-0"] * len(EPISODES), dtype=object)  # verl's uid: one group
-    advantages, _ = core_algos.get_adv_estimator_fn(f"gem_{estimator}")(
+    advantages, _ = core_algos.get_adv_estimator_fn(f"gem_{advantage_estimator}")(
         token_level_rewards=token_level_rewards,
         response_mask=response_mask,
         config={"gamma": gamma, "lam": 1.0},
         index=index,
     )
     expected = compute_advantages(
-        estimator, [e["turn_rewards"] for e in EPISODES], gamma=gamma, group_ids=["task-0"] * len(EPISODES)
+        advantage_estimator,
+        [e["turn_rewards"] for e in EPISODES],
+        gamma=gamma,
+        group_ids=["task-0"] * len(EPISODES),
     )
     for b, per_turn in enumerate(expected):
         on_tokens = advantages[b][response_mask[b] == 1].double().numpy()
@@ -82,7 +85,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--estimator", default="rebn")
+    parser.add_argument("--advantage_estimator", default="rebn")
     parser.add_argument("--gamma", type=float, default=0.9)
     cli = parser.parse_args()
-    main(cli.estimator, cli.gamma)
+    main(cli.advantage_estimator, cli.gamma)

@@ -2,16 +2,17 @@
 
 What it does, top to bottom:
   1. writes the prompt datasets (JSONL: the first observation as ``prompt``, env id + seed as
-     ``label``; ``gem_adapters.openrlhf.dataset``) into ``output_dir``;
+     ``label``; ``gem_adapters.openrlhf.rows``) into ``output_dir``;
   2. launches ``python -m openrlhf.cli.train_ppo_ray`` with OpenRLHF 0.11's dotted flags: actor,
      vLLM engine and DeepSpeed colocated on one GPU (sleeping in turn), the GEM agent executor
      (``--train.agent_func_path gem_adapters/openrlhf/agent_func.py``), no reference model and no
      critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
-  3. replaces OpenRLHF's estimator with GEM's per-turn one (``--estimator rebn`` by default): the
-     launch configures it with ``GemOpenRLHFConfig(estimator=...)`` (``launch_env``), whose
-     environment carries it to the trainer's Ray workers (see ``gem_adapters/openrlhf/hook.py``).
-     ``--estimator openrlhf`` keeps OpenRLHF's own ``reinforce`` on the summed episode reward,
-     discounted per token (see ``gem_adapters/openrlhf/estimator.py`` for exactly how it differs).
+  3. replaces OpenRLHF's estimator with GEM's per-turn one (``--advantage_estimator rebn`` by default: a
+     name of ``gem_adapters.advantages``' registry, as in every example): the launch configures it with
+     ``GemOpenRLHFConfig(estimator=...)`` (``launch_env``), whose environment carries it to the
+     trainer's Ray workers (see ``gem_adapters/openrlhf/hook.py``). ``--advantage_estimator openrlhf``
+     keeps OpenRLHF's own ``reinforce`` on the summed episode reward, discounted per token (see
+     ``gem_adapters/openrlhf/advantages.py`` for exactly how it differs).
 
 Needs a CUDA GPU with OpenRLHF's full stack (vLLM, DeepSpeed, flash-attn): ``pip install
 "openrlhf[vllm]==0.11.2"`` and ``bash scripts/install.sh openrlhf``. The default model is
@@ -66,7 +67,7 @@ class Args:
         metadata={"help": "The whole episode: first prompt, actions, env feedback (--data.max_len)."},
     )
     # the algorithm
-    estimator: str = field(
+    advantage_estimator: str = field(
         default="rebn",
         metadata={
             "help": "rebn | grpo | dr_grpo | rloo | reinforce (GEM's, per turn) | openrlhf (OpenRLHF's own)."
@@ -74,9 +75,11 @@ class Args:
     )
     gamma: float = field(
         default=0.9,
-        metadata={"help": "Discount per turn (GEM estimators); per token with --estimator openrlhf."},
+        metadata={
+            "help": "Discount per turn (GEM estimators); per token with --advantage_estimator openrlhf."
+        },
     )
-    episodes_per_task: int = field(
+    num_generations: int = field(
         default=4, metadata={"help": "--rollout.n_samples_per_prompt (a GRPO group)."}
     )
     tasks_per_step: int = field(default=32, metadata={"help": "--rollout.batch_size."})
@@ -110,14 +113,17 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
 
 def write_inputs(args: Args) -> dict[str, Path]:
     """The train/eval prompt JSONL files under ``output_dir``."""
-    from gem_adapters.openrlhf.dataset import task_rows, write_prompts
+    from gem_adapters.openrlhf.rows import task_rows, write_prompts
+    from gem_adapters.tasks import make_tasks
 
     out = Path(args.output_dir).resolve()
     common = {"system_prompt": args.system_prompt, "max_turns": args.max_turns}
-    train = write_prompts(out / "data" / "train.jsonl", task_rows(args.env_ids, args.train_tasks, **common))
+    train = write_prompts(
+        out / "data" / "train.jsonl", task_rows(make_tasks(args.env_ids, args.train_tasks, **common))
+    )
     evaluation = write_prompts(
         out / "data" / "eval.jsonl",
-        task_rows(args.env_ids, args.eval_tasks, first_seed=args.eval_first_seed, **common),
+        task_rows(make_tasks(args.env_ids, args.eval_tasks, first_seed=args.eval_first_seed, **common)),
     )
     return {"train": train, "eval": evaluation, "out": out}
 
@@ -125,9 +131,9 @@ def write_inputs(args: Args) -> dict[str, Path]:
 def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[str]:
     """``openrlhf.cli.train_ppo_ray`` flags for one GPU: everything colocated, GEM agent executor."""
     from gem_adapters.openrlhf import agent_func
-    from gem_adapters.openrlhf.dataset import INPUT_KEY, LABEL_KEY
+    from gem_adapters.openrlhf.rows import INPUT_KEY, LABEL_KEY
 
-    samples_per_step = args.tasks_per_step * args.episodes_per_task
+    samples_per_step = args.tasks_per_step * args.num_generations
     return [
         # one GPU: actor, vLLM engine (and DeepSpeed) share it and sleep in turn
         "--actor.num_nodes=1",
@@ -155,7 +161,7 @@ def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[
         "--eval.n_samples_per_prompt=1",
         # rollout: one PPO update per rollout batch
         f"--rollout.batch_size={args.tasks_per_step}",
-        f"--rollout.n_samples_per_prompt={args.episodes_per_task}",
+        f"--rollout.n_samples_per_prompt={args.num_generations}",
         f"--rollout.micro_batch_size={args.micro_rollout_batch_size}",
         f"--rollout.max_new_tokens={args.max_turn_tokens}",
         f"--rollout.temperature={args.temperature}",
@@ -181,19 +187,19 @@ def launch_env(args: Args) -> dict[str, str]:
     import gem_adapters from it if the package is not installed)."""
     from gem_adapters.openrlhf.hook import GemOpenRLHFConfig, launch_environment
 
-    config = GemOpenRLHFConfig(estimator=None if args.estimator == "openrlhf" else args.estimator)
-    env = launch_environment(config)
+    estimator = None if args.advantage_estimator == "openrlhf" else args.advantage_estimator
+    env = launch_environment(GemOpenRLHFConfig(estimator=estimator))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
 
 
 def main(argv: list[str] | None = None) -> int:
     from gem_adapters.models import resolve
-    from gem_adapters.openrlhf.estimator import estimator_names
+    from gem_adapters.openrlhf.advantages import estimator_names
 
     args, extra = parse_args(argv)
-    if args.estimator not in [*estimator_names(), "openrlhf"]:
-        raise SystemExit(f"--estimator: one of {[*estimator_names(), 'openrlhf']}")
+    if args.advantage_estimator not in [*estimator_names(), "openrlhf"]:
+        raise SystemExit(f"--advantage_estimator: one of {[*estimator_names(), 'openrlhf']}")
     paths = write_inputs(args)
     command = [
         sys.executable,

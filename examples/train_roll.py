@@ -1,10 +1,10 @@
 """Train an LLM agent on a gem_core game with ROLL's agentic pipeline (one GPU): ReBN or GRPO.
 
 What it does, top to bottom:
-  1. reads ``examples/roll/agentic_gem_<algorithm>.yaml`` (``rebn``: ROLL's ``step_reinforce``, one
-     sample per turn, per-turn discounted returns normalised over the batch; ``grpo``: one sample per
-     episode, scores normalised within groups that share a start), fills in the model, the env and the
-     sizes below, and writes it to ``<output_dir>/roll_config/``;
+  1. reads ``examples/roll/agentic_gem_<advantage_estimator>.yaml`` (``rebn``: ROLL's ``step_reinforce``,
+     one sample per turn, per-turn discounted returns normalised over the batch; ``grpo``: one sample
+     per episode, scores normalised within groups of ``num_generations`` that share a start), fills in
+     the model, the env and the sizes below, and writes it to ``<output_dir>/roll_config/``;
   2. launches ``python examples/start_agentic_pipeline.py --config_path ... --config_name ...`` in the
      ROLL checkout ``--roll-dir`` (Hydra; Ray; vLLM rollout; Megatron training).
 
@@ -20,7 +20,12 @@ ROLL pins gem-llm 0.0.4; gem_core only needs ``gem.make``/``gem.register``, the 
 field of ``Args`` below (``--help`` lists them). ``--dry-run`` writes the config and prints the command
 without launching (no GPU, no ROLL needed)::
 
-    python examples/train_roll.py --roll-dir ~/ROLL --algorithm rebn --env-id game:Sudoku-v1-easy
+    python examples/train_roll.py --roll-dir ~/ROLL --advantage-estimator rebn --env-id game:Sudoku-v1-easy
+
+ROLL computes advantages with its own estimators (a hard-coded chain in
+``roll/pipeline/agentic/utils.py``, no registry to plug into), so ``--advantage_estimator`` takes the
+two names whose ROLL configuration matches ``gem_adapters.advantages``' estimator of the same name
+(``docs/custom-estimators.md`` has the table); a custom estimator does not reach ROLL.
 """
 
 from __future__ import annotations
@@ -49,8 +54,9 @@ class Args:
             "help": "A checkout of github.com/alibaba/ROLL (default ./ROLL; not needed with --dry-run)."
         },
     )
-    algorithm: Literal["rebn", "grpo"] = field(
-        default="rebn", metadata={"help": "rebn (ROLL's step_reinforce, one sample per turn) or grpo."}
+    advantage_estimator: Literal["rebn", "grpo"] = field(
+        default="rebn",
+        metadata={"help": "rebn (ROLL's step_reinforce, one sample per turn) or grpo (ROLL's grpo)."},
     )
     model: str = field(
         default="Qwen/Qwen2.5-0.5B-Instruct",
@@ -75,7 +81,7 @@ class Args:
         default=0.9, metadata={"help": "Discount of per-turn rewards (rebn: step_reward_gamma)."}
     )
     episodes_per_step: int = field(default=64, metadata={"help": "rollout_batch_size."})
-    group_size: int = field(
+    num_generations: int = field(
         default=8, metadata={"help": "grpo: episodes per group sharing env config and seed (rebn uses 1)."}
     )
     learning_rate: float = 1e-6
@@ -96,7 +102,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 def roll_config(args: Args, model_path: str) -> dict:
-    """The ROLL config for ``args``: the YAML of ``args.algorithm`` with the run's values filled in."""
+    """The ROLL config for ``args``: the YAML of ``args.advantage_estimator``, the run's values filled in."""
     import gem_core
     from gem_adapters.roll import NAMESPACE
 
@@ -104,16 +110,16 @@ def roll_config(args: Args, model_path: str) -> dict:
     env_kwargs = yaml.safe_load(args.env_kwargs) or {}
     if not isinstance(env_kwargs, dict):
         raise SystemExit(f"--env-kwargs must be a dict, got {args.env_kwargs!r}")
-    cfg = yaml.safe_load((CONFIGS / f"agentic_gem_{args.algorithm}.yaml").read_text())
+    cfg = yaml.safe_load((CONFIGS / f"agentic_gem_{args.advantage_estimator}.yaml").read_text())
     out = Path(args.output_dir).resolve()
-    group_size = args.group_size if args.algorithm == "grpo" else 1
+    group_size = args.num_generations if args.advantage_estimator == "grpo" else 1
     if args.episodes_per_step % group_size:
         raise SystemExit(
-            f"--episodes-per-step {args.episodes_per_step} is no multiple of --group-size {group_size}"
+            f"--episodes-per-step {args.episodes_per_step} is no multiple of --num-generations {group_size}"
         )
     groups = args.episodes_per_step // group_size
     cfg.update(
-        exp_name=f"gem_core_{args.algorithm}",
+        exp_name=f"gem_core_{args.advantage_estimator}",
         pretrain=model_path,
         reward_pretrain=model_path,
         max_steps=args.total_steps,
@@ -126,7 +132,7 @@ def roll_config(args: Args, model_path: str) -> dict:
     )
     cfg["tracker_kwargs"]["log_dir"] = str(out / "tensorboard")
     cfg["checkpoint_config"]["output_dir"] = str(out / "checkpoints")
-    if args.algorithm == "rebn":
+    if args.advantage_estimator == "rebn":
         cfg["step_reward_gamma"] = args.gamma
     cfg["actor_train"]["training_args"]["learning_rate"] = args.learning_rate
     cfg["actor_infer"]["strategy_args"]["strategy_config"]["gpu_memory_utilization"] = (
@@ -142,8 +148,8 @@ def roll_config(args: Args, model_path: str) -> dict:
 
 
 def write_config(args: Args, model_path: str) -> Path:
-    """``<output_dir>/roll_config/gem_core_<algorithm>.yaml``."""
-    path = Path(args.output_dir).resolve() / "roll_config" / f"gem_core_{args.algorithm}.yaml"
+    """``<output_dir>/roll_config/gem_core_<advantage_estimator>.yaml``."""
+    path = Path(args.output_dir).resolve() / "roll_config" / f"gem_core_{args.advantage_estimator}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(roll_config(args, model_path), sort_keys=False))
     return path

@@ -1,11 +1,17 @@
 """Train an LLM agent on GEM envs with verl 0.9 (one GPU with vLLM, or CPU) and per-turn ReBN.
 
 What it does, top to bottom:
-  1. writes the task datasets (parquet: env id + seed per row, agent name "gem_agent") and the
+  1. writes the task datasets (parquet: the whole task per row, agent name "gem_agent") and the
      agent-loop YAML into ``output_dir``;
   2. launches ``python -m verl.trainer.main_ppo`` with Hydra overrides: verl's v1 trainer, FSDP actor,
-     vLLM rollout, ``GemAgentLoop`` playing one episode per sample and ``algorithm.adv_estimator=gem_rebn``
-     (per-turn discounted returns, normalised over the batch; ``gem_adapters.verl.estimators``).
+     vLLM rollout, ``GemAgentLoop`` playing one episode per sample and ``--advantage_estimator rebn``
+     (per-turn discounted returns, normalised over the batch; ``gem_adapters.verl.advantages``).
+
+``--advantage_estimator`` takes a name of ``gem_adapters.advantages``' registry (``rebn``, ``grpo``,
+``rloo``, a plugin's ...), as every example does; verl's own config needs the ``gem_`` prefix
+(``algorithm.adv_estimator=gem_rebn``), which this script adds. verl's own estimators are
+``verl:<name>`` (``verl:gae`` needs a critic). ``--num_generations`` is the group size
+(``actor_rollout_ref.rollout.n``: episodes sharing env id and seed).
 
 The ``gem_*`` estimators reach verl's Ray workers through gem-core's ``verl.plugins`` entry point; the
 launch also puts ``EXTERNAL_MODULES`` in ``VERL_USE_EXTERNAL_MODULES`` (before any modules already
@@ -51,7 +57,7 @@ AGENT_LOOP_YAML = Path(__file__).resolve().parent / "verl" / "gem_agent_loop.yam
 # Imported by every verl process at `import verl`. The plugin registers the gem_* estimators (and, with
 # VERL_PLATFORM=cpu, gem_adapters.verl.cpu). The agent loop is imported early so that every worker has
 # "gem_agent" registered even without the agent-loop YAML.
-EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.agent_loop"]
+EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.rollout"]
 TINY = "tiny"  # --model tiny: a random Llama over the SmolLM2 tokenizer, built under output_dir
 
 
@@ -88,21 +94,22 @@ class Args:
         default=2048, metadata={"help": "Everything after it: actions + env feedback."}
     )
     # the algorithm
-    estimator: str = field(
-        default="gem_rebn",
+    advantage_estimator: str = field(
+        default="rebn",
         metadata={
-            "help": "gem_rebn | gem_grpo | gem_dr_grpo | gem_rloo | gem_reinforce, a plugin's gem_<name>, or "
-            "verl's own (gae needs a critic); an unknown name is refused with the registered list."
+            "help": "rebn | grpo | dr_grpo | rloo | reinforce | rebn_per_episode, a plugin's name (all as "
+            "algorithm.adv_estimator=gem_<name>), or verl's own as verl:<name> (verl:gae needs a critic); "
+            "an unknown name is refused with the registered list."
         },
     )
     gamma: float = field(default=0.9, metadata={"help": "Discount of per-turn rewards."})
-    episodes_per_task: int = field(
+    num_generations: int = field(
         default=4, metadata={"help": "rollout.n: episodes sharing env id + seed (a GRPO group)."}
     )
     tasks_per_step: int = field(default=32, metadata={"help": "data.train_batch_size."})
     learning_rate: float = 1e-6
     ppo_mini_batch_size: int = field(
-        default=16, metadata={"help": "In tasks; verl multiplies it by episodes_per_task."}
+        default=16, metadata={"help": "In tasks; verl multiplies it by num_generations."}
     )
     micro_batch_size_per_gpu: int = 8
     temperature: float = 1.0
@@ -126,7 +133,7 @@ class Args:
 # What --device cpu changes in the defaults above (flags given on the command line still win).
 CPU_DEFAULTS = {
     "tasks_per_step": 4,
-    "episodes_per_task": 2,
+    "num_generations": 2,
     "ppo_mini_batch_size": 4,
     "micro_batch_size_per_gpu": 4,
     "max_turns": 3,
@@ -153,19 +160,27 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
 
 def write_inputs(args: Args) -> dict[str, Path]:
     """The train/val parquet files and the agent-loop YAML, under ``output_dir``."""
-    from gem_adapters.verl.dataset import task_rows, write_dataset
+    from gem_adapters.tasks import make_tasks
+    from gem_adapters.verl.rows import task_rows, write_dataset
 
     out = Path(args.output_dir).resolve()
     train = write_dataset(
         out / "data" / "train.parquet",
         task_rows(
-            args.env_ids, args.train_tasks, first_seed=args.train_first_seed, system_prompt=args.system_prompt
+            make_tasks(
+                args.env_ids,
+                args.train_tasks,
+                first_seed=args.train_first_seed,
+                system_prompt=args.system_prompt,
+            )
         ),
     )
     val = write_dataset(
         out / "data" / "val.parquet",
         task_rows(
-            args.env_ids, args.val_tasks, first_seed=args.val_first_seed, system_prompt=args.system_prompt
+            make_tasks(
+                args.env_ids, args.val_tasks, first_seed=args.val_first_seed, system_prompt=args.system_prompt
+            )
         ),
     )
     loops = yaml.safe_load(AGENT_LOOP_YAML.read_text())
@@ -181,7 +196,7 @@ def hydra_overrides(args: Args, paths: dict[str, Path], model_path: str) -> list
     (``--device cpu``) ``gem_adapters.verl.cpu.CPU_OVERRIDES``."""
     micro = args.micro_batch_size_per_gpu
     overrides = [
-        f"algorithm.adv_estimator={args.estimator}",
+        f"algorithm.adv_estimator={verl_estimator(args.advantage_estimator)}",
         f"algorithm.gamma={args.gamma}",
         "algorithm.use_kl_in_reward=False",
         f"data.train_files={paths['train']}",
@@ -200,7 +215,7 @@ def hydra_overrides(args: Args, paths: dict[str, Path], model_path: str) -> list
         "actor_rollout_ref.rollout.name=vllm",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
         f"actor_rollout_ref.rollout.gpu_memory_utilization={args.gpu_memory_utilization}",
-        f"actor_rollout_ref.rollout.n={args.episodes_per_task}",
+        f"actor_rollout_ref.rollout.n={args.num_generations}",
         f"actor_rollout_ref.rollout.temperature={args.temperature}",
         "actor_rollout_ref.rollout.calculate_log_probs=True",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
@@ -250,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     from gem_adapters.models import resolve
 
     args, extra = parse_args(argv)
-    check_estimator(args.estimator)
+    check_estimator(args.advantage_estimator)
     paths = write_inputs(args)
     model_path = build_tiny_model(paths["out"]) if args.model == TINY else resolve(args.model)
     command = [
@@ -264,22 +279,40 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if args.dry_run else subprocess.call(command, env=launch_env(args.device))
 
 
-def check_estimator(name: str) -> None:
-    """Exit with the list of registered estimators when verl would not know ``name`` (its registry, with the
-    gem_* estimators of gem_adapters.advantages and of installed plugins), before anything is written."""
+VERL_OWN = "verl:"  # the prefix naming one of verl's own estimators
+
+
+def verl_estimator(name: str) -> str:
+    """``algorithm.adv_estimator`` for ``--advantage_estimator name``: ``gem_<name>`` for a name of
+    gem_adapters.advantages' registry (``gem_<name>`` itself is accepted too), ``<name>`` for
+    ``verl:<name>``."""
+    if name.startswith(VERL_OWN):
+        return name[len(VERL_OWN) :]
+    from gem_adapters.verl.advantages import PREFIX
+
+    return name if name.startswith(PREFIX) else PREFIX + name
+
+
+def check_estimator(name: str) -> str:
+    """verl's name of ``--advantage_estimator name`` (``verl_estimator``); exits with the list of
+    accepted names when verl's registry (with the gem_* estimators of gem_adapters.advantages and of
+    installed plugins) lacks it, before anything is written."""
     from verl.trainer.ppo import core_algos
 
-    from gem_adapters.verl.estimators import register_estimators
+    from gem_adapters.verl.advantages import PREFIX, register_estimators
 
     register_estimators()
-    known = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)
-    if name not in known:
-        known_list = ", ".join(known)
+    registered = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)
+    if verl_estimator(name) not in registered:
+        known = [k[len(PREFIX) :] for k in registered if k.startswith(PREFIX)]
+        known += [VERL_OWN + k for k in registered if not k.startswith(PREFIX)]
         print(
-            f"train_verl.py: error: unknown --estimator {name!r}; the registered estimators: {known_list}",
+            f"train_verl.py: error: unknown --advantage_estimator {name!r}; the registered estimators: "
+            + ", ".join(known),
             file=sys.stderr,
         )
         raise SystemExit(2)
+    return verl_estimator(name)
 
 
 def launch_env(device: str) -> dict[str, str]:

@@ -65,9 +65,14 @@ the variance exact where ``E[G^2] - E[G]^2`` would cancel). With torch.distribut
         torch.distributed.all_reduce(x)
         return x
 
-Placing per-turn numbers on tokens: ``turn_values_to_tokens`` for one token sequence and its turn
-spans (see ``gem_adapters.trajectory``); ``mask_runs`` recovers the spans from a trainer's loss mask
-when only the mask travels with the batch (the env and template ids between two actions have mask 0).
+From per-turn numbers to tokens, one path for every framework: ``token_advantages`` runs the
+named estimator over episodes' per-turn rewards and puts each turn's advantage (and its discounted
+return) on that turn's tokens; ``turn_values_on_tokens`` places per-turn numbers computed elsewhere
+(e.g. by a critic); ``turn_values_to_tokens`` is its one-row kernel. A turn's tokens are its span in
+the row, or, when only a trainer's loss mask travels with the batch, the mask's runs (``mask_runs``:
+the env and template ids between two actions have mask 0). Adapters decode their framework's
+transport into per-episode turn rewards, group ids and spans or masks, call these, and encode the
+result back (``docs/adding-a-framework.md``).
 """
 
 from __future__ import annotations
@@ -219,7 +224,7 @@ class TurnBatch:
         cls, rewards: Any, episode_ids: Any, group_ids: Any = None, values: Any = None, state_keys: Any = None
     ) -> TurnBatch:
         r = turn_rewards_array(rewards)
-        ep = _to_numpy(episode_ids, dtype=None)
+        ep = as_numpy(episode_ids, dtype=None)
         if r.ndim != 1 or ep.shape != r.shape:
             raise ValueError(f"rewards {r.shape} and episode_ids {ep.shape} must be 1-D of equal length")
         _, episode = np.unique(ep, return_inverse=True)
@@ -231,7 +236,7 @@ class TurnBatch:
         position[order] = np.arange(len(r)) - np.repeat(starts, lengths)
         group = None
         if group_ids is not None:
-            g = _to_numpy(group_ids, dtype=None)
+            g = as_numpy(group_ids, dtype=None)
             if g.shape != r.shape:
                 raise ValueError(f"group_ids {g.shape} must match rewards {r.shape}")
             _, g_index = np.unique(g, return_inverse=True)
@@ -242,7 +247,7 @@ class TurnBatch:
                 raise ValueError("every turn of an episode must carry the same group id")
         v = None
         if values is not None:
-            v = _to_numpy(values)
+            v = as_numpy(values)
             if v.shape != r.shape:
                 raise ValueError(f"values {v.shape} must match rewards {r.shape}")
         state = None
@@ -514,12 +519,89 @@ def discounted_returns(rewards: Any, gamma: float = 1.0, episode_ids: Any = None
     return _like(TurnBatch.from_arrays(r, ids).returns(float(gamma)), rewards)
 
 
+@dataclass(frozen=True)
+class TokenAdvantages:
+    """What ``token_advantages`` gives: (episodes, width) float64 matrices and the per-turn numbers."""
+
+    advantages: np.ndarray  # each turn's advantage on its tokens, 0 elsewhere
+    returns: np.ndarray  # each turn's discounted return G_t on its tokens, 0 elsewhere
+    turn_advantages: list[np.ndarray]  # per episode, one advantage per turn
+    turn_returns: list[np.ndarray]  # per episode, one G_t per turn
+
+
+def token_advantages(
+    name: str,
+    turn_rewards: Sequence[Sequence[float | None]],
+    width: int,
+    *,
+    turn_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+    loss_mask: Any = None,
+    group_ids: Sequence[Any] | None = None,
+    state_keys: Sequence[Sequence[Any]] | None = None,
+    values: Sequence[Sequence[float]] | None = None,
+    gamma: float = 1.0,
+    lam: float = 1.0,
+    eps: float = 1e-6,
+    reduce_fn: ReduceFn | None = None,
+) -> TokenAdvantages:
+    """The estimator ``name`` from episodes' per-turn rewards to token-level advantages: the one
+    function every framework adapter calls (one token row per episode, ``width`` columns).
+
+    ``turn_rewards``, ``group_ids``, ``state_keys``, ``values``, ``gamma``, ``lam``, ``eps`` and
+    ``reduce_fn`` are ``compute_advantages``'s; ``turn_spans`` and ``loss_mask`` say where each turn's
+    tokens are (``turn_values_on_tokens``)."""
+    per_turn = compute_advantages(
+        name,
+        turn_rewards,
+        gamma=gamma,
+        group_ids=group_ids,
+        values=values,
+        state_keys=state_keys,
+        lam=lam,
+        eps=eps,
+        reduce_fn=reduce_fn,
+    )
+    per_turn_returns = [discounted_returns(turn_rewards_array(r), gamma) for r in turn_rewards]
+    return TokenAdvantages(
+        advantages=turn_values_on_tokens(per_turn, width, turn_spans=turn_spans, loss_mask=loss_mask),
+        returns=turn_values_on_tokens(per_turn_returns, width, turn_spans=turn_spans, loss_mask=loss_mask),
+        turn_advantages=per_turn,
+        turn_returns=per_turn_returns,
+    )
+
+
+def turn_values_on_tokens(
+    turn_values: Sequence[Any],
+    width: int,
+    *,
+    turn_spans: Sequence[Sequence[tuple[int, int]]] | None = None,
+    loss_mask: Any = None,
+) -> np.ndarray:
+    """An (episodes, ``width``) float64 matrix: row ``e`` holds ``turn_values[e][k]`` on the tokens of
+    episode ``e``'s turn ``k`` and 0 elsewhere. A turn's tokens are ``turn_spans[e][k]`` (``(start,
+    end)`` in the row); without spans, the ``k``-th run of nonzero ``loss_mask[e]`` (``mask_runs``).
+    With ``loss_mask`` (episodes, ``width``), positions where it is 0 are 0 too."""
+    mask = None if loss_mask is None else as_numpy(loss_mask)
+    if mask is not None and mask.shape != (len(turn_values), width):
+        raise ValueError(f"loss_mask {mask.shape} for {len(turn_values)} episodes of {width} tokens")
+    if turn_spans is None:
+        if mask is None:
+            raise ValueError("turn_values_on_tokens needs turn_spans or a loss_mask")
+        turn_spans = [mask_runs(row) for row in mask]
+    if len(turn_spans) != len(turn_values):
+        raise ValueError(f"{len(turn_spans)} episodes' spans for {len(turn_values)} episodes' values")
+    out = np.zeros((len(turn_values), width), dtype=np.float64)
+    for e, (values, spans) in enumerate(zip(turn_values, turn_spans)):
+        out[e] = turn_values_to_tokens(as_numpy(values), spans, width, None if mask is None else mask[e])
+    return out
+
+
 def turn_values_to_tokens(
     per_turn_values: Any, turn_spans: Sequence[tuple[int, int]], seq_len: int, loss_mask: Any = None
 ) -> Any:
     """A length-``seq_len`` array with turn ``k``'s value on the tokens ``turn_spans[k]`` and 0
     elsewhere; with ``loss_mask``, positions where the mask is 0 are 0 too."""
-    values = _to_numpy(per_turn_values)
+    values = as_numpy(per_turn_values)
     if len(values) != len(turn_spans):
         raise ValueError(f"{len(values)} values for {len(turn_spans)} turns")
     out = np.zeros(seq_len, dtype=np.float64)
@@ -528,14 +610,14 @@ def turn_values_to_tokens(
             raise ValueError(f"span ({start}, {end}) outside a sequence of {seq_len} tokens")
         out[start:end] = value
     if loss_mask is not None:
-        out *= _to_numpy(loss_mask) != 0
+        out *= as_numpy(loss_mask) != 0
     return _like(out, per_turn_values)
 
 
 def mask_runs(mask: Any) -> list[tuple[int, int]]:
     """``(start, end)`` of every maximal run of nonzero entries of a 1-D mask (list, numpy or torch):
     the turn spans of a sequence whose actions are separated by mask-0 ids."""
-    m = _to_numpy(mask, dtype=None)
+    m = as_numpy(mask, dtype=None)
     if m.ndim != 1:
         raise ValueError(f"mask_runs takes one 1-D mask, got shape {m.shape}")
     edges = np.diff(np.concatenate([[False], m != 0, [False]]).astype(np.int8))
@@ -546,7 +628,7 @@ def turn_rewards_array(rewards: Any) -> np.ndarray:
     """Per-turn rewards as float64 numpy: None (a turn without a reward signal) is 0.0; NaN and inf
     raise (they are bugs upstream, not missing signals)."""
     if _is_torch(rewards) or (isinstance(rewards, np.ndarray) and rewards.dtype != object):
-        out = _to_numpy(rewards)
+        out = as_numpy(rewards)
     else:
         out = np.array([0.0 if x is None else float(x) for x in rewards], dtype=np.float64)
     if not np.isfinite(out).all():
@@ -561,7 +643,9 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "torch"
 
 
-def _to_numpy(x: Any, dtype: Any = np.float64) -> np.ndarray:
+def as_numpy(x: Any, dtype: Any = np.float64) -> np.ndarray:
+    """A tensor (any device), array or list as numpy: float64 by default, its own dtype with
+    ``dtype=None``. The one tensor-to-numpy conversion of the adapters."""
     if _is_torch(x):
         x = x.detach().cpu()
         if dtype is not None:
@@ -583,11 +667,11 @@ def _like(out: np.ndarray, reference: Any) -> Any:
 def _numpy_reduce(reduce_fn: ReduceFn, reference: Any) -> Callable[[np.ndarray], np.ndarray]:
     """``reduce_fn`` fed with arrays of the caller's kind (float64 tensors on its device for torch)."""
     if not _is_torch(reference):
-        return lambda x: _to_numpy(reduce_fn(x.copy()))
+        return lambda x: as_numpy(reduce_fn(x.copy()))
 
     import torch
 
-    return lambda x: _to_numpy(reduce_fn(torch.from_numpy(x.copy()).to(reference.device)))
+    return lambda x: as_numpy(reduce_fn(torch.from_numpy(x.copy()).to(reference.device)))
 
 
 def _group_codes(group_ids: Sequence[Any], missing: int | None = None) -> np.ndarray:

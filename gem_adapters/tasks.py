@@ -5,17 +5,17 @@ model: env kwargs, system prompt, turn limit and chat-template kwargs. The episo
 from one dataset row share the task, hence the initial state: a GRPO group.
 
 ``make_tasks`` makes the tasks of a dataset (seeds ``first_seed, first_seed + 1, ...``, env ids taken
-in turn), ``iter_tasks`` the same with each one's first observation. This ``Task`` is the one every
-adapter plays; each encodes it in its own row format and decodes it back at its boundary:
-``gem_adapters.trl.rollout`` (``task_prompt``: env id and seed as the prompt),
-``gem_adapters.verl.dataset`` (``extra_info`` and the system message of the prompt),
-``gem_adapters.openrlhf.dataset`` (the whole task as the label).
+in turn), ``with_first_observations`` gives each task its first observation. This ``Task`` is the one
+every adapter plays, and it travels whole: each adapter's ``rows`` module turns an iterable of tasks
+into its framework's dataset rows, the task as ``Task.to_json()`` text, and its rollout reads it back
+with ``Task.from_json``: ``gem_adapters.trl.rows`` (the prompt), ``gem_adapters.verl.rows``
+(``extra_info["task"]``), ``gem_adapters.openrlhf.rows`` (the label).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -77,39 +77,24 @@ def make_tasks(
     ]
 
 
-def iter_tasks(
-    env_ids: str | Sequence[str],
-    num_tasks: int,
-    *,
-    first_seed: int = 0,
-    env_kwargs: dict[str, Any] | None = None,
-    system_prompt: str | None = None,
-    max_turns: int | None = None,
-    template_kwargs: dict[str, Any] | None = None,
-) -> Iterator[tuple[Task, Any]]:
-    """``make_tasks``, each with its first observation. The arguments are checked at once; the envs
-    close when the iterator ends."""
-    tasks = make_tasks(
-        env_ids,
-        num_tasks,
-        first_seed=first_seed,
-        env_kwargs=env_kwargs,
-        system_prompt=system_prompt,
-        max_turns=max_turns,
-        template_kwargs=template_kwargs,
-    )
-    return _with_first_observations(tasks)
+def iter_tasks(env_ids: str | Sequence[str], num_tasks: int, **fields: Any) -> Iterator[tuple[Task, Any]]:
+    """``with_first_observations(make_tasks(env_ids, num_tasks, **fields))``: the arguments are checked
+    at once."""
+    return with_first_observations(make_tasks(env_ids, num_tasks, **fields))
 
 
-def _with_first_observations(tasks: list[Task]) -> Iterator[tuple[Task, Any]]:
+def with_first_observations(tasks: Iterable[Task]) -> Iterator[tuple[Task, Any]]:
+    """Each task with its first observation (the env made with its kwargs, reset with its seed); one
+    env per env id and kwargs, closed when the iterator ends."""
     import gem_core
 
-    envs = {}
+    envs: dict[tuple[str, str], Any] = {}
     try:
         for task in tasks:
-            if task.env_id not in envs:
-                envs[task.env_id] = gem_core.make(task.env_id, **task.env_kwargs)
-            observation, _ = envs[task.env_id].reset(seed=task.seed)
+            key = (task.env_id, json.dumps(task.env_kwargs, sort_keys=True, default=repr))
+            if key not in envs:
+                envs[key] = gem_core.make(task.env_id, **task.env_kwargs)
+            observation, _ = envs[key].reset(seed=task.seed)
             yield task, observation
     finally:
         for env in envs.values():

@@ -31,19 +31,21 @@ import sys
 from pathlib import Path
 
 from gem_adapters.models import load_tokenizer, tiny_causal_lm
-from gem_adapters.openrlhf.dataset import task_rows, write_prompts
+from gem_adapters.openrlhf.rows import task_rows, write_prompts
+from gem_adapters.tasks import make_tasks
 
 out = Path(sys.argv[1])
 tokenizer = load_tokenizer("smollm2")
 tiny_causal_lm(tokenizer, seed=0, hidden_size=128).save_pretrained(out / "model")  # 4 heads of 32
 tokenizer.save_pretrained(out / "model")
-rows = [
-    row
+tasks = [
+    task
     for seed, max_turns in enumerate((3, 1, 2, 3))
-    for row in task_rows(
+    for task in make_tasks(
         "game:GuessTheNumber-v1-easy", 1, first_seed=seed, system_prompt="Answer with \\boxed{...}.", max_turns=max_turns
     )
 ]
+rows = task_rows(tasks)
 write_prompts(out / "train.jsonl", rows)
 EOF
 agent_func="$("$py" -m gem_adapters.openrlhf.agent_func)"

@@ -11,7 +11,7 @@ from typing import Any
 
 import benchmarks.learning.common  # noqa: F401  (the experiments' env ids, in the engine actor)
 from gem_adapters.jsonl import write_jsonl
-from gem_adapters.openrlhf.agent import GemAgentExecutor
+from gem_adapters.openrlhf.rollout import GemAgentExecutor
 
 EPISODE_DIR = "GEM_EPISODE_DIR"
 

@@ -67,11 +67,11 @@ def check_run(run: RunConfig) -> None:
 def command(run: OpenRLHFRunConfig, folder: Path, workdir: Path) -> list[str]:
     """``python -m gem_adapters.openrlhf.cpu`` (``train_ppo_ray`` on CPU) with this run's settings; the
     prompt file is written under ``workdir``."""
-    from gem_adapters.openrlhf.dataset import task_rows, write_prompts
+    from gem_adapters.openrlhf.rows import task_rows, write_prompts
 
     task = TASKS[run.task]
     prompts_per_step = run.episodes_per_step // run.num_generations
-    rows = task_rows(task.env_id, run.steps * prompts_per_step, first_seed=run.seed * TASK_SEEDS_PER_RUN)
+    rows = task_rows(task.tasks(run.steps * prompts_per_step, first_seed=run.seed * TASK_SEEDS_PER_RUN))
     prompts = write_prompts(workdir / "train.jsonl", rows)
     scheduler = {"constant": "constant_with_warmup", "cosine": "cosine"}[run.lr_schedule]
     flags = {

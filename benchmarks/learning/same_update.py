@@ -53,7 +53,8 @@ def full(tensor: torch.Tensor) -> torch.Tensor:
 def lockstep(verl: VerlCPUTrainer, played: list[dict]):
     """A TRL ``rollout_func`` that first takes verl's next step, then returns, for each task prompt,
     an unused episode verl played of that task; ``played`` gets each verl step's batch and metrics."""
-    from gem_adapters.trl.rollout import prompt_task, rollout_output
+    from gem_adapters.trl.rollout import rollout_output
+    from gem_adapters.trl.rows import prompt_task
 
     def rollout_func(prompts, trainer):
         batch, keys, episodes = verl.rollout(len(played))

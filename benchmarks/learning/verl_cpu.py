@@ -15,7 +15,7 @@ and TransferQueue, everything in this process:
 1. rollout: verl's ``AgentLoopWorker`` (its config parsing, agent-loop registry from the gem YAML,
    hydra instantiation of ``GemAgentLoop``, ``get_trajectory_info``, position ids) plays
    ``num_generations`` sessions of each row of verl's ``RLHFDataset`` (the parquet of
-   ``gem_adapters.verl.dataset``); its LLM client is ``PolicyServer`` over a plain transformers copy
+   ``gem_adapters.verl.rows``); its LLM client is ``PolicyServer`` over a plain transformers copy
    of the policy. Each sample is stored as ``AgentLoopWorkerTQ._agent_loop_postprocess`` stores it
    (``as_dict()`` + row + ``input_ids``/``position_ids``/``loss_mask``, ``list_of_dict_to_tensordict``),
    in a TensorDict instead of TransferQueue;
@@ -207,9 +207,9 @@ class VerlCPUTrainer:
 
         from gem_adapters.models import load_model, load_tokenizer
         from gem_adapters.policies.transformers_policy import TransformersPolicy
-        from gem_adapters.verl.dataset import AGENT_NAME, task_rows, write_dataset
-        from gem_adapters.verl.estimators import register_estimators
+        from gem_adapters.verl.advantages import register_estimators
         from gem_adapters.verl.policy_server import PolicyServer
+        from gem_adapters.verl.rows import AGENT_NAME, task_rows, write_dataset
 
         use_cpu_platform()
         register_estimators()
@@ -217,7 +217,7 @@ class VerlCPUTrainer:
         self.config = config = verl_config(run, folder)
         self.prompts_per_step = run.episodes_per_step // run.num_generations
         num_tasks = run.steps * self.prompts_per_step
-        rows = task_rows(self.task.env_id, num_tasks, first_seed=run.seed * TASK_SEEDS_PER_RUN)
+        rows = task_rows(self.task.tasks(num_tasks, first_seed=run.seed * TASK_SEEDS_PER_RUN))
         self.rollout_model = load_model(str(folder))
         policy = TransformersPolicy(self.rollout_model, load_tokenizer(str(folder)), seed=run.seed)
         self.server = PolicyServer(policy)

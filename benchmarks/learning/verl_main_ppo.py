@@ -46,12 +46,12 @@ from benchmarks.learning.train import (
     parse_run,
 )
 from gem_adapters.jsonl import read_jsonl, write_jsonl
-from gem_adapters.verl.agent_loop import GemAgentLoop
+from gem_adapters.verl.rollout import GemAgentLoop
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "train_verl.py"
 # What examples/train_verl.py puts first in VERL_USE_EXTERNAL_MODULES, then the experiments' env ids.
-EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.agent_loop", "benchmarks.learning.common"]
+EXTERNAL_MODULES = ["gem_adapters.verl.plugin", "gem_adapters.verl.rollout", "benchmarks.learning.common"]
 EPISODE_DIR = "GEM_EPISODE_DIR"
 # Runs a script (argv[1], its arguments after it) as __main__ where the experiments' env ids are registered.
 RUN_WITH_LEARNING_ENVS = (
@@ -89,9 +89,9 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
         "max_turn_tokens": TASKS[run.task].max_turn_tokens,
         "max_prompt_length": PROMPT_TOKENS,
         "max_response_length": RESPONSE_TOKENS,
-        "estimator": f"gem_{run.estimator}",
+        "advantage_estimator": run.estimator,
         "gamma": run.gamma,
-        "episodes_per_task": run.num_generations,
+        "num_generations": run.num_generations,
         "tasks_per_step": prompts_per_step,
         "ppo_mini_batch_size": prompts_per_step,  # times rollout.n: the whole batch, one optimizer step
         "micro_batch_size_per_gpu": run.episodes_per_step,

@@ -1,16 +1,16 @@
 """OpenRLHF 0.11 glue: GEM episodes from OpenRLHF's agent executor, per-turn estimators in its trainer.
 
-* ``agent.GemAgentExecutor`` (a ``MultiTurnAgentExecutor``) with ``agent.GemEnvInstance`` (an
+* ``rollout.GemAgentExecutor`` (a ``MultiTurnAgentExecutor``) with ``rollout.GemEnvInstance`` (an
   ``AgentInstanceBase``): one token-exact GEM episode per sample, the env chosen by the row's label;
   ``agent_func.py`` is the file for ``--train.agent_func_path``.
-* ``estimator``: ReBN (and GRPO, Dr.GRPO, RLOO, REINFORCE) on per-turn rewards, replacing
+* ``advantages``: ReBN (and GRPO, Dr.GRPO, RLOO, REINFORCE) on per-turn rewards, replacing
   ``RemoteExperienceMaker.compute_advantages_and_returns``; its docstring says how OpenRLHF's own
   ``reinforce`` with ``gamma`` differs.
 * ``hook``: ``GemOpenRLHFConfig``, the one configuration of a run (the estimator, CPU), and how it reaches
   OpenRLHF's Ray workers (``RAY_RUNTIME_ENV_HOOK``).
-* ``dataset``: the prompt JSONL (env id + seed per row, as the label).
+* ``rows``: tasks into the prompt JSONL (the whole task per row, as the label).
 
 ``examples/train_openrlhf.py`` launches ``openrlhf.cli.train_ppo_ray`` with all of it. Importing this
-package imports nothing from OpenRLHF; ``agent`` needs it installed (``pip install --no-deps
+package imports nothing from OpenRLHF; ``rollout`` needs it installed (``pip install --no-deps
 openrlhf==0.11.2``, see README) and ``hook.install`` its trainer modules (GPU machines).
 """

@@ -6,7 +6,7 @@ OpenRLHF loads this file by path in each vLLM engine actor and builds ``AgentExe
 ``GemAgentExecutor`` with ``GemEnvInstance`` (one GEM env per episode, chosen by the row's label).
 For another instance class or options, write a file of your own along the same lines::
 
-    from gem_adapters.openrlhf.agent import GemAgentExecutor
+    from gem_adapters.openrlhf.rollout import GemAgentExecutor
 
     class AgentExecutor(GemAgentExecutor):
         def __init__(self):
@@ -15,7 +15,7 @@ For another instance class or options, write a file of your own along the same l
 
 from pathlib import Path
 
-from gem_adapters.openrlhf.agent import GemAgentExecutor as AgentExecutor
+from gem_adapters.openrlhf.rollout import GemAgentExecutor as AgentExecutor
 
 __all__ = ["AgentExecutor"]
 

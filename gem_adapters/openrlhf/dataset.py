@@ -1,76 +1,11 @@
-"""The prompt dataset OpenRLHF reads (``--data.prompt_dataset``): one JSONL row per GEM task.
+"""Deprecated alias of ``gem_adapters.openrlhf.rows`` (the same module object), kept for code outside the repository."""
 
-A row::
+import sys
+import warnings
 
-    prompt       the env's first observation for this seed (shown in OpenRLHF's logs; the agent
-                 renders the conversation itself, so do not pass ``--data.apply_chat_template``)
-    label        the task as JSON text: {"env_id", "seed", "env_kwargs", "system_prompt",
-                 "max_turns", "template_kwargs"} (``Task``)
-    datasource   the env id (OpenRLHF groups evaluation metrics by it)
+from gem_adapters.openrlhf import rows as _module
 
-Launch with ``--data.input_key prompt --data.label_key label``. OpenRLHF hands each row's prompt and
-label to the agent executor (``gem_adapters.openrlhf.agent``), which makes the env from the label and
-plays it; the ``--rollout.n_samples_per_prompt`` episodes of a row share env id and seed, hence the
-initial state: a GRPO group. The label is plain text so that OpenRLHF's ``datasets`` loader sees
-one column type whatever the env kwargs are.
-"""
-
-from __future__ import annotations
-
-import json
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
-
-from gem_adapters import tasks
-
-INPUT_KEY = "prompt"
-LABEL_KEY = "label"
-
-
-class Task(tasks.Task):
-    """A ``gem_adapters.tasks.Task`` as a row's label: JSON text."""
-
-    def to_label(self) -> str:
-        return self.to_json()
-
-    @classmethod
-    def from_label(cls, label: Any) -> Task:
-        """The task of a row's label (JSON text, or the dict itself)."""
-        return cls.from_json(label)
-
-
-def task_rows(
-    env_ids: str | Sequence[str],
-    num_tasks: int,
-    *,
-    first_seed: int = 0,
-    env_kwargs: dict[str, Any] | None = None,
-    system_prompt: str | None = None,
-    max_turns: int | None = None,
-    template_kwargs: dict[str, Any] | None = None,
-) -> list[dict[str, str]]:
-    """``num_tasks`` rows; seeds ``first_seed, first_seed + 1, ...``, env ids taken in turn."""
-    pairs = tasks.iter_tasks(
-        env_ids,
-        num_tasks,
-        first_seed=first_seed,
-        env_kwargs=env_kwargs,
-        system_prompt=system_prompt,
-        max_turns=max_turns,
-        template_kwargs=template_kwargs,
-    )
-    return [
-        {INPUT_KEY: str(observation), LABEL_KEY: task.to_json(), "datasource": task.env_id}
-        for task, observation in pairs
-    ]
-
-
-def write_prompts(path: str | Path, rows: Iterable[dict[str, str]]) -> Path:
-    """Write ``rows`` as the JSONL file ``--data.prompt_dataset`` (and ``--eval.dataset``) read."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return path
+warnings.warn(
+    f"{__name__} is deprecated: import gem_adapters.openrlhf.rows", DeprecationWarning, stacklevel=2
+)
+sys.modules[__name__] = _module

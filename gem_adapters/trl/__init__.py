@@ -1,9 +1,10 @@
 """TRL glue: GEM episodes inside TRL's ``GRPOTrainer``.
 
 ``GEMGRPOConfig`` (a ``GRPOConfig`` with the episode and advantage settings), ``GEMGRPOTrainer``
-(per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens), ``tasks_dataset`` /
-``task_prompt`` / ``prompt_task`` (what the trainer's dataset holds: a ``gem_adapters.tasks.Task``'s
-env id and seed), ``make_rollout_func`` (the ``rollout_func`` that plays the episodes) and
+(per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens: ``advantages``),
+``task_rows`` / ``tasks_dataset`` / ``prompt_task`` (``rows``: what the trainer's dataset holds, each
+``gem_adapters.tasks.Task`` whole as JSON), ``make_rollout_func`` (``rollout``: the ``rollout_func``
+that plays the episodes) and
 ``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``), and ``GEMSFTTrainer`` / ``sft_warm_up`` (a
 supervised warm-up on episodes a scripted player plays). Both trainers compute each distinct prefix of a micro-batch
 once in the learner (``gem_adapters.prefix_tree``).
@@ -15,15 +16,8 @@ first observation's images for TRL's forward pass (see ``gem_adapters.trl.rollou
 
 from gem_adapters.trl.config import GEMGRPOConfig, GEMPPOConfig
 from gem_adapters.trl.critic import GEMPPOTrainer, TurnCritic
-from gem_adapters.trl.rollout import (
-    EpisodeSample,
-    episode_to_sample,
-    make_rollout_func,
-    parse_task_prompt,
-    prompt_task,
-    task_prompt,
-    tasks_dataset,
-)
+from gem_adapters.trl.rollout import EpisodeSample, episode_to_sample, make_rollout_func
+from gem_adapters.trl.rows import parse_task_prompt, prompt_task, task_prompt, task_rows, tasks_dataset
 from gem_adapters.trl.sft import GEMSFTTrainer, sft_warm_up
 from gem_adapters.trl.trainer import GEMGRPOTrainer, episode_return
 from gem_adapters.trl.vllm_policy import VLLMPolicy
@@ -44,5 +38,6 @@ __all__ = [
     "prompt_task",
     "sft_warm_up",
     "task_prompt",
+    "task_rows",
     "tasks_dataset",
 ]

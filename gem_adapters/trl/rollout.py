@@ -1,10 +1,13 @@
-"""GEM episodes as TRL samples: the dataset of tasks and the ``rollout_func`` that plays them.
+"""GEM episodes as TRL samples: the ``rollout_func`` that plays the dataset's tasks.
 
 TRL's ``GRPOTrainer`` hands its ``rollout_func`` a list of prompts, already repeated
-``num_generations`` times, and wants one sample per entry. Here a prompt is a *task*, a small JSON
-string naming an env id and a seed (``task_prompt``), and its sample is one whole episode played
-from that seed. The ``num_generations`` copies of a task share env id and seed, hence the same
-initial state: they form one GRPO group (``Episode.group_id``).
+``num_generations`` times, and wants one sample per entry. Here a prompt is a whole *task*
+(``Task.to_json()``, see ``gem_adapters.trl.rows``), and its sample is one whole episode of that
+task: the env made with the task's ``env_kwargs`` and reset with its seed; the task's
+``system_prompt``, ``template_kwargs`` and ``max_turns``, when set, replace the trainer's. The
+``num_generations`` copies of a task share env id, seed and env kwargs, hence the same initial state:
+they form one GRPO group (``Episode.group_id``: env id and seed, and the env kwargs when the task has
+any).
 
 One episode, one sample (``episode_to_sample``)::
 
@@ -24,7 +27,7 @@ multimodal processor, a ``VisionLanguagePolicy`` (``gem_adapters.multimodal``).
 
 Vision-language models (e.g. ``math:GeometryFigures-v0``): TRL builds the image tensors of its
 forward pass from the dataset row's ``images`` column, not from the rollout. ``tasks_dataset``
-therefore puts each task's first-observation images there, with a conversational ``prompt`` as TRL
+(``gem_adapters.trl.rows``) therefore puts each task's first-observation images there, with a conversational ``prompt`` as TRL
 requires (automatic when the env's first observation has images), and the ``rollout_func`` checks
 that every episode shows exactly its row's images: an env that shows images in later turns is
 refused. Training a VLM takes no more than a processor::
@@ -40,8 +43,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gem_adapters.chat_renderer import ChatRenderer
@@ -49,68 +53,10 @@ from gem_adapters.episode import Episode
 from gem_adapters.policies.base import Policy, SamplingParams
 from gem_adapters.rollout import rollout
 from gem_adapters.rollout_limits import RolloutLimits
-from gem_adapters.tasks import Task, make_tasks
+from gem_adapters.tasks import Task
+from gem_adapters.trl.rows import prompt_task
 
 RolloutFunc = Callable[[list[Any], Any], dict[str, Any]]
-
-
-def task_prompt(env_id: str, seed: int) -> str:
-    """The dataset prompt naming one task: ``{"env_id": ..., "seed": ...}`` as JSON (a
-    ``gem_adapters.tasks.Task``'s env id and seed; TRL's rows carry nothing else of it)."""
-    return json.dumps({"env_id": env_id, "seed": int(seed)})
-
-
-def prompt_task(prompt: Any) -> Task:
-    """The ``Task`` of a prompt made by ``task_prompt``: the JSON string, or the conversational
-    prompt of an image task as TRL hands it to the ``rollout_func`` (its last user message, a string
-    or a content list ``[{"type": "image", ...}, {"type": "text", "text": ...}]``)."""
-    try:
-        if not isinstance(prompt, str):
-            content = [m for m in prompt if m["role"] == "user"][-1]["content"]
-            if not isinstance(content, str):
-                content = "".join(part["text"] for part in content if part["type"] == "text")
-            prompt = content
-        return Task.from_json(prompt)
-    except (TypeError, ValueError, KeyError, IndexError) as exc:
-        raise ValueError(
-            f"a GEM task prompt is the JSON of an env id and a seed (see task_prompt), got {prompt!r}"
-        ) from exc
-
-
-def parse_task_prompt(prompt: Any) -> tuple[str, int]:
-    """``(env_id, seed)`` of a prompt made by ``task_prompt`` (see ``prompt_task``)."""
-    task = prompt_task(prompt)
-    return task.env_id, task.seed
-
-
-def tasks_dataset(
-    env_ids: str | Sequence[str], num_tasks: int, first_seed: int = 0, images: bool | None = None
-):
-    """A ``datasets.Dataset`` of ``num_tasks`` tasks (columns ``prompt``, ``env_id``, ``seed``); the
-    tasks of ``gem_adapters.tasks.make_tasks``: seeds ``first_seed, first_seed + 1, ...``, env ids
-    taken in turn from ``env_ids``.
-
-    With ``images`` (``None``: when some env id's first observation has images) each row also holds
-    the images of its task's first observation (``images``, empty for a text env) and its ``prompt``
-    is conversational, ``[{"role": "user", "content": task_prompt(...)}]``: what TRL needs to give a
-    vision-language model's forward pass the images the episode showed."""
-    from datasets import Dataset
-
-    from gem_adapters.multimodal import first_observation_images
-
-    tasks = make_tasks(env_ids, num_tasks, first_seed=first_seed)
-    if images is None:
-        last_seeds = {task.env_id: task.seed for task in tasks}
-        images = any(first_observation_images(env_id, seed) for env_id, seed in last_seeds.items())
-    columns: dict[str, list[Any]] = {
-        "prompt": [task_prompt(task.env_id, task.seed) for task in tasks],
-        "env_id": [task.env_id for task in tasks],
-        "seed": [task.seed for task in tasks],
-    }
-    if images:
-        columns["prompt"] = [[{"role": "user", "content": prompt}] for prompt in columns["prompt"]]
-        columns["images"] = [first_observation_images(task.env_id, task.seed) for task in tasks]
-    return Dataset.from_dict(columns)
 
 
 @dataclass
@@ -155,6 +101,7 @@ def make_rollout_func(
     """
 
     limits = RolloutLimits(max_turns, max_turn_tokens, max_context_tokens)
+    renderers: dict[str, ChatRenderer] = {}
     calls = 0
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -172,24 +119,94 @@ def make_rollout_func(
             top_k=trainer.top_k or 0,
         )
         started = time.perf_counter()
+        episodes: list[Episode | None] = [None] * len(tasks)
         # Each call samples from its own generator: reproducible, and the global torch RNG is untouched.
         seed = (trainer.args.seed * 1_000_003 + calls) * 1_009 + trainer.accelerator.process_index
         with _policy_for(trainer, seed) as policy:
-            episodes = rollout(
-                [task.env_id for task in tasks],
-                policy,
-                renderer,
-                seeds=[task.seed for task in tasks],
-                limits=limits,
-                sampling=sampling,
-            )
+            for settings, indices in _by_presentation(tasks).items():
+                played = _play(
+                    [tasks[i] for i in indices],
+                    policy,
+                    _renderer_for(renderer, renderers, settings),
+                    limits if settings.max_turns is None else replace(limits, max_turns=settings.max_turns),
+                    sampling,
+                )
+                for i, episode in zip(indices, played):
+                    if tasks[i].env_kwargs:  # the same env id and seed with other kwargs: another start
+                        episode.info["group"] = [tasks[i].env_id, tasks[i].seed, _kwargs_key(tasks[i])]
+                    episodes[i] = episode
         elapsed = time.perf_counter() - started
-        output = rollout_output(episodes, elapsed)
+        output = rollout_output(episodes, elapsed)  # type: ignore[arg-type]
         for prompt, episode in zip(prompts, episodes):
-            _check_images(prompt, episode)
+            _check_images(prompt, episode)  # type: ignore[arg-type]
         return output
 
     return rollout_func
+
+
+@dataclass(frozen=True)
+class _Presentation:
+    """What of a task the renderer and the limits see (tasks that differ only in env and seed share it)."""
+
+    system_prompt: str | None
+    template_kwargs: str  # JSON text
+    max_turns: int | None
+
+
+def _by_presentation(tasks: Sequence[Task]) -> dict[_Presentation, list[int]]:
+    """The indices of ``tasks`` grouped by presentation, in order: one batched rollout per group."""
+    groups: dict[_Presentation, list[int]] = defaultdict(list)
+    for i, task in enumerate(tasks):
+        template = json.dumps(task.template_kwargs, sort_keys=True)
+        groups[_Presentation(task.system_prompt, template, task.max_turns)].append(i)
+    return groups
+
+
+def _kwargs_key(task: Task) -> str:
+    return json.dumps(task.env_kwargs, sort_keys=True, default=repr)
+
+
+def _renderer_for(
+    renderer: ChatRenderer, cache: dict[str, ChatRenderer], settings: _Presentation
+) -> ChatRenderer:
+    """``renderer``, or a copy with the task's system prompt and template kwargs (built once each)."""
+    if settings.system_prompt is None and settings.template_kwargs == "{}":
+        return renderer
+    key = json.dumps([settings.system_prompt, settings.template_kwargs])
+    if key not in cache:
+        cache[key] = ChatRenderer(
+            renderer.processor or renderer.tokenizer,
+            renderer.system_prompt if settings.system_prompt is None else settings.system_prompt,
+            chat_template=renderer.chat_template,
+            template_kwargs={**renderer.template_kwargs, **json.loads(settings.template_kwargs)},
+            check_template=renderer.check_template,
+            prefix_messages=renderer.prefix_messages,
+        )
+    return cache[key]
+
+
+def _play(
+    tasks: Sequence[Task],
+    policy: Policy,
+    renderer: ChatRenderer,
+    limits: RolloutLimits,
+    sampling: SamplingParams,
+) -> list[Episode]:
+    """One episode per task, the envs made with each task's kwargs."""
+    from gem_core import make_vec
+
+    envs = make_vec(
+        [task.env_id for task in tasks],
+        backend="sync",
+        autoreset_mode="disabled",
+        vec_kwargs=[task.env_kwargs for task in tasks],
+    )
+    try:
+        return rollout(
+            envs, policy, renderer, seeds=[task.seed for task in tasks], limits=limits, sampling=sampling
+        )
+    finally:
+        envs.close()
 
 
 def rollout_output(episodes: list[Episode], rollout_seconds: float) -> dict[str, Any]:

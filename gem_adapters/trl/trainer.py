@@ -6,13 +6,14 @@ Two changes to ``GRPOTrainer``, both through the hooks TRL offers:
   episode, env and template tokens carry ``env_mask = 0`` and get no loss;
 * scoring: ``_generate_and_score_completions`` runs TRL's own version, then replaces its advantages
   (one number per sample, from group-normalised rewards) by the shared estimator's per-turn
-  advantages (``gem_adapters.advantages``) placed on each turn's tokens: a (B, T) tensor, which
+  advantages placed on each turn's tokens (``gem_adapters.trl.advantages``): a (B, T) tensor, which
   TRL's loss accepts as is. ``advantage_estimator="rebn"`` (the default) normalises the discounted
   per-turn returns over every turn of the batch; ``"grpo"``, ``"dr_grpo"`` and ``"rloo"`` give
   every turn its episode's group-relative advantage, for comparison.
 
 The estimator sees the whole generation batch: with several processes, per-turn rewards and group
 ids are gathered first (a GRPO group may span processes) and each process keeps its own rows.
+Subclasses change the per-turn advantages by overriding ``turn_advantages`` (``GEMPPOTrainer``).
 
 Each generation logs, besides TRL's metrics, every ``gem_adapters.episode_stats`` number of its
 episodes as ``env/<name>`` (``env/return``, ``env/success_rate``, ``env/turns``,
@@ -40,17 +41,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from accelerate.utils import gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
 from gem_adapters import prefix_tree
-from gem_adapters.advantages import compute_advantages, turn_values_to_tokens
 from gem_adapters.chat_renderer import ChatRenderer
 from gem_adapters.episode import Episode
 from gem_adapters.episode_stats import episode_stats
 from gem_adapters.policies.base import mark_weights_updated
 from gem_adapters.timing import PhaseClock, minor_faults
+from gem_adapters.trl import advantages
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.rollout import episode_to_sample, make_rollout_func
 from gem_adapters.trl.vllm_sync import use_reload_weights_sync
@@ -251,31 +251,12 @@ class GEMGRPOTrainer(GRPOTrainer):
 
     def token_advantages(self, episodes: Sequence[Episode], width: int) -> torch.Tensor:
         """(len(episodes), width) float32: each turn's advantage on that turn's completion tokens."""
-        rows = [
-            turn_values_to_tokens(values, episode_to_sample(episode).turn_spans, width)
-            for values, episode in zip(self.turn_advantages(episodes), episodes)
-        ]
-        return torch.from_numpy(np.stack(rows)).float()
+        return advantages.token_advantages(self.turn_advantages(episodes), episodes, width)
 
     def turn_advantages(self, episodes: Sequence[Episode]) -> list[np.ndarray]:
         """One advantage per turn of each of this process's episodes, the estimator seeing the
-        episodes of every process."""
-        rewards = [[t.reward for t in e.turns] for e in episodes]
-        groups = [e.group_id for e in episodes]
-        state_keys = [[getattr(t, "state_key", None) for t in e.turns] for e in episodes]  # GiGPO's anchors
-        if self.accelerator.num_processes > 1:
-            rewards, groups = gather_object(rewards), gather_object(groups)
-            state_keys = gather_object(state_keys)
-        per_turn = compute_advantages(
-            self.args.advantage_estimator,
-            rewards,
-            gamma=self.args.gamma,
-            group_ids=groups,
-            state_keys=state_keys,
-            eps=self.args.advantage_eps,
-        )
-        first = self.accelerator.process_index * len(episodes)
-        return per_turn[first : first + len(episodes)]
+        episodes of every process (``gem_adapters.trl.advantages``)."""
+        return advantages.turn_advantages(episodes, self.args, self.accelerator)
 
     def _log_episodes(self, episodes: Sequence[Episode], rollout_seconds: float) -> None:
         mode = "train" if self.model.training else "eval"

@@ -1,89 +1,9 @@
-"""The parquet dataset verl's trainer reads: one row per GEM task (env id + seed).
+"""Deprecated alias of ``gem_adapters.verl.rows`` (the same module object), kept for code outside the repository."""
 
-verl's ``RLHFDataset`` needs a chat ``prompt`` column and passes every column of a row to the agent
-loop named by its ``agent_name``. A row here::
+import sys
+import warnings
 
-    data_source   the env id (verl groups validation metrics by it)
-    agent_name    "gem_agent" (``GemAgentLoop``)
-    prompt        [system?, user: the env's first observation for this seed]
-    reward_model  {"style": "gem_env", "ground_truth": ""} (rewards come from the env, not from verl)
-    extra_info    {"index": i, "env_id": ..., "seed": ..., "env_kwargs": JSON text}
+from gem_adapters.verl import rows as _module
 
-The agent loop plays the env itself from ``extra_info``; ``prompt`` holds the real first
-observation so that verl's prompt-length filter (``data.filter_overlong_prompts``) measures what the
-model will see, and the system message, if any, is the one the agent loop renders. The
-``rollout.n`` samples of a row share env id and seed, hence the initial state: a GRPO group.
-"""
-
-from __future__ import annotations
-
-import json
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
-
-from gem_adapters.tasks import Task, iter_tasks
-
-AGENT_NAME = "gem_agent"
-
-
-def task_rows(
-    env_ids: str | Sequence[str],
-    num_tasks: int,
-    *,
-    first_seed: int = 0,
-    env_kwargs: dict[str, Any] | None = None,
-    system_prompt: str | None = None,
-    agent_name: str = AGENT_NAME,
-) -> list[dict[str, Any]]:
-    """``num_tasks`` rows; seeds ``first_seed, first_seed + 1, ...``, env ids taken in turn."""
-    head = [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
-    pairs = iter_tasks(env_ids, num_tasks, first_seed=first_seed, env_kwargs=env_kwargs)
-    return [
-        {
-            "data_source": task.env_id,
-            "agent_name": agent_name,
-            "prompt": [*head, {"role": "user", "content": str(observation)}],
-            "reward_model": {"style": "gem_env", "ground_truth": ""},
-            "extra_info": {
-                "index": i,
-                "env_id": task.env_id,
-                "seed": task.seed,
-                "env_kwargs": json.dumps(task.env_kwargs, sort_keys=True),
-            },
-        }
-        for i, (task, observation) in enumerate(pairs)
-    ]
-
-
-def write_dataset(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
-    """Write ``rows`` as the parquet file verl's ``data.train_files`` / ``data.val_files`` read."""
-    import pandas as pd
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(list(rows)).to_parquet(path)
-    return path
-
-
-def task_from_row(extra_info: Any) -> Task:
-    """The task of a row's ``extra_info`` (as verl hands it to the agent loop); the system prompt
-    travels in the row's ``prompt`` instead (``system_prompt_of``)."""
-    try:
-        kwargs = extra_info.get("env_kwargs") or "{}"
-        kwargs = json.loads(kwargs) if isinstance(kwargs, str) else dict(kwargs)
-        return Task.from_json(
-            {"env_id": extra_info["env_id"], "seed": extra_info["seed"], "env_kwargs": kwargs}
-        )
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(
-            f"a GEM row's extra_info holds env_id, seed and env_kwargs (see task_rows), got {extra_info!r}"
-        ) from exc
-
-
-def system_prompt_of(messages: Any) -> str | None:
-    """The content of a leading system message in a row's prompt, else None."""
-    messages = list(messages) if messages is not None else []
-    if messages and messages[0].get("role") == "system":
-        return str(messages[0]["content"])
-    return None
+warnings.warn(f"{__name__} is deprecated: import gem_adapters.verl.rows", DeprecationWarning, stacklevel=2)
+sys.modules[__name__] = _module

@@ -12,7 +12,7 @@ With ``VERL_PLATFORM=cpu`` it also installs ``gem_adapters.verl.cpu`` (verl's tr
 
 import os
 
-from gem_adapters.verl.estimators import register_estimators
+from gem_adapters.verl.advantages import register_estimators
 
 REGISTERED = register_estimators()
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gem_adapters.advantages import mask_runs
+from gem_adapters.advantages import as_numpy, mask_runs
 
 
 def rewards_on_tokens(
@@ -57,10 +57,3 @@ def turns_from_tokens(
         turn_rewards.extend(rewards[b, lo:hi].sum() for lo, hi in itertools.pairwise(cuts))
         rows.extend([b] * len(row_spans))
     return np.asarray(turn_rewards, dtype=np.float64), np.asarray(rows, dtype=np.int64), spans
-
-
-def as_numpy(x: Any) -> np.ndarray:
-    """A tensor or array as float64 numpy."""
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=np.float64)

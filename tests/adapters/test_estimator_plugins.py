@@ -31,7 +31,7 @@ from gem_adapters.advantages import ESTIMATORS, estimator_names
 loaded_at_import = "clipped_rebn" in ESTIMATORS  # plugins load at the registry's first use, not on import
 import torch
 from omegaconf import OmegaConf
-from gem_adapters.verl.estimators import register_estimators
+from gem_adapters.verl.advantages import register_estimators
 from verl.trainer.ppo import core_algos
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.trainer import GEMGRPOTrainer
@@ -78,7 +78,7 @@ def test_the_guides_entry_point_estimator_reaches_verl_and_trl_in_a_fresh_proces
 def test_an_estimator_registered_later_reaches_verl():
     from verl.trainer.ppo import core_algos
 
-    from gem_adapters.verl.estimators import register_estimators
+    from gem_adapters.verl.advantages import register_estimators
 
     register_estimators()
 

@@ -57,15 +57,16 @@ def scripted_guesser(tokenizer):
 def played(tokenizer, tiny_model):
     """``[(row, player, output)]`` for GuessTheNumber seeds 0, 1 and Mastermind seed 2."""
     pytest.importorskip("openrlhf.utils.agent")
-    from gem_adapters.openrlhf.dataset import task_rows
-    from gem_adapters.openrlhf.estimator import ESTIMATOR_ENV
+    from gem_adapters.openrlhf.advantages import ESTIMATOR_ENV
+    from gem_adapters.openrlhf.rows import task_rows
     from gem_adapters.policies.transformers_policy import TransformersPolicy
+    from gem_adapters.tasks import make_tasks
     from tests.adapters.openrlhf.policy_engine import PolicyEngine
 
     from .openrlhf_source import load_agent_executor
 
-    rows = task_rows("game:GuessTheNumber-v1-easy", 2, first_seed=0, system_prompt=SYSTEM_PROMPT)
-    rows += task_rows("game:Mastermind-v1-easy", 1, first_seed=2, system_prompt=SYSTEM_PROMPT)
+    rows = task_rows(make_tasks("game:GuessTheNumber-v1-easy", 2, first_seed=0, system_prompt=SYSTEM_PROMPT))
+    rows += task_rows(make_tasks("game:Mastermind-v1-easy", 1, first_seed=2, system_prompt=SYSTEM_PROMPT))
     engines = {
         "model": PolicyEngine(TransformersPolicy(tiny_model, tokenizer, seed=0), tokenizer),
         "script": PolicyEngine(scripted_guesser(tokenizer), tokenizer),

@@ -16,10 +16,11 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 import gem_core
-from gem_adapters.openrlhf.agent import GemAgentExecutor, GemEnvInstance
-from gem_adapters.openrlhf.dataset import Task, task_rows
-from gem_adapters.openrlhf.estimator import ESTIMATOR_ENV, NUM_TURNS, SUCCESS, TURN_REWARDS, mask_runs
+from gem_adapters.openrlhf.advantages import ESTIMATOR_ENV, NUM_TURNS, SUCCESS, TURN_REWARDS, mask_runs
+from gem_adapters.openrlhf.rollout import GemAgentExecutor, GemEnvInstance
+from gem_adapters.openrlhf.rows import Task, task_rows
 from gem_adapters.policies.transformers_policy import TransformersPolicy
+from gem_adapters.tasks import make_tasks
 from tests.adapters.openrlhf.policy_engine import EngineSamplingParams, PolicyEngine
 
 from .conftest import AGENT_FUNC, MAX_LEN, SYSTEM_PROMPT, TURN_CAP, openrlhf_sampling_params
@@ -140,7 +141,7 @@ def test_openrlhf_turns_outputs_into_experiences(played, tokenizer):
 
 def test_label_limits_turns_and_per_turn_rewards_need_the_estimator(tokenizer, tiny_model, monkeypatch):
     monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
-    (row,) = task_rows("game:GuessTheNumber-v1-easy", 1, first_seed=5, max_turns=2)
+    (row,) = task_rows(make_tasks("game:GuessTheNumber-v1-easy", 1, first_seed=5, max_turns=2))
     engine = PolicyEngine(TransformersPolicy(tiny_model, tokenizer, seed=3), tokenizer)
     executor = GemAgentExecutor(return_episode=True)
     params = EngineSamplingParams(max_tokens=4, skip_special_tokens=False)  # no logprobs
@@ -162,7 +163,7 @@ def test_label_limits_turns_and_per_turn_rewards_need_the_estimator(tokenizer, t
 
 
 def test_first_prompt_longer_than_max_len_is_refused(tokenizer, tiny_model):
-    (row,) = task_rows("game:Mastermind-v1-easy", 1)
+    (row,) = task_rows(make_tasks("game:Mastermind-v1-easy", 1))
     engine = PolicyEngine(TransformersPolicy(tiny_model, tokenizer), tokenizer)
     with pytest.raises(ValueError, match=r"--data\.max_len"):
         asyncio.run(

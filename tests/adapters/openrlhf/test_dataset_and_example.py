@@ -16,8 +16,9 @@ from openrlhf.datasets import PromptDataset
 from openrlhf.datasets.utils import blending_datasets
 
 import gem_core
-from gem_adapters.openrlhf.agent import GemAgentExecutor
-from gem_adapters.openrlhf.dataset import Task, task_rows, write_prompts
+from gem_adapters.openrlhf.rollout import GemAgentExecutor
+from gem_adapters.openrlhf.rows import Task, task_rows, write_prompts
+from gem_adapters.tasks import make_tasks
 
 from .openrlhf_source import load_agent_executor, parse_cli
 
@@ -73,7 +74,7 @@ def test_example_launch_parses_with_openrlhf_cli(tmp_path, tokenizer, capsys):
     env = example.launch_env(args)
     assert env["GEM_OPENRLHF_ESTIMATOR"] == "rebn"
     assert env["RAY_RUNTIME_ENV_HOOK"] == "gem_adapters.openrlhf.hook.runtime_env_hook"
-    stock = example.launch_env(example.parse_args(["--estimator", "openrlhf"])[0])
+    stock = example.launch_env(example.parse_args(["--advantage_estimator", "openrlhf"])[0])
     assert "GEM_OPENRLHF_ESTIMATOR" not in stock and "RAY_RUNTIME_ENV_HOOK" not in stock
 
     assert example.main([*argv, "--dry-run", "--model", str(tmp_path / "model")]) == 0
@@ -85,7 +86,9 @@ def test_example_launch_parses_with_openrlhf_cli(tmp_path, tokenizer, capsys):
 def test_rows_cycle_env_ids_and_carry_their_options(tmp_path):
     ids = ["game:GuessTheNumber-v1-easy", "game:Mastermind-v1-easy"]
     rows = task_rows(
-        ids, 3, first_seed=10, env_kwargs={"max_turns": 2}, template_kwargs={"enable_thinking": False}
+        make_tasks(
+            ids, 3, first_seed=10, env_kwargs={"max_turns": 2}, template_kwargs={"enable_thinking": False}
+        )
     )
     tasks = [Task.from_label(row["label"]) for row in rows]
     assert [(t.env_id, t.seed) for t in tasks] == [(ids[0], 10), (ids[1], 11), (ids[0], 12)]
@@ -95,4 +98,4 @@ def test_rows_cycle_env_ids_and_carry_their_options(tmp_path):
     path = write_prompts(tmp_path / "sub" / "p.jsonl", rows)
     assert len(path.read_text().splitlines()) == 3
     with pytest.raises(ValueError):
-        task_rows(ids, 1, max_turns=0)
+        task_rows(make_tasks(ids, 1, max_turns=0))

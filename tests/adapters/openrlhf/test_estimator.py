@@ -17,7 +17,7 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 
 from gem_adapters.advantages import compute_advantages, discounted_returns, turn_values_to_tokens
-from gem_adapters.openrlhf.estimator import (
+from gem_adapters.openrlhf.advantages import (
     NUM_TURNS,
     TURN_REWARDS,
     compute_advantages_and_returns,

@@ -20,7 +20,7 @@ pytest.importorskip("openrlhf.utils.agent")
 
 from gem_adapters import patching
 from gem_adapters.openrlhf import hook
-from gem_adapters.openrlhf.estimator import ESTIMATOR_ENV, compute_advantages_and_returns
+from gem_adapters.openrlhf.advantages import ESTIMATOR_ENV, compute_advantages_and_returns
 
 
 def test_runtime_env_hook_adds_the_setup_hook_and_the_estimator(monkeypatch):

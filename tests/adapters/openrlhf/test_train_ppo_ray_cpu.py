@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[3]
 RELOAD = re.compile(r"\[gem openrlhf cpu\] vLLM reloaded (\d+) tensors")
 SCRIPT = REPO / "scripts" / "openrlhf_cpu_smoke.sh"
 GAMMA = 0.9  # --algo.advantage.gamma in the script
-EPS = 1e-6  # ReBN's epsilon (gem_adapters.openrlhf.estimator)
+EPS = 1e-6  # ReBN's epsilon (gem_adapters.openrlhf.advantages)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

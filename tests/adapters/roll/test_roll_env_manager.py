@@ -266,7 +266,7 @@ def test_configs_written_by_train_roll_build_roll_configs(tmp_path, algorithm, m
     example = load_example()
     args = example.parse_args(
         [
-            "--algorithm",
+            "--advantage-estimator",
             algorithm,
             "--env-id",
             "game:Wordle-v1-easy",

@@ -62,15 +62,22 @@ def test_rebn_config_written_for_the_run(tmp_path):
 def test_grpo_config_groups_episodes(tmp_path):
     example = load_example()
     cfg, _ = written(
-        example, tmp_path, "--algorithm", "grpo", "--group-size", "4", "--episodes-per-step", "32"
+        example,
+        tmp_path,
+        "--advantage-estimator",
+        "grpo",
+        "--num-generations",
+        "4",
+        "--episodes-per-step",
+        "32",
     )
     assert cfg["adv_estimator"] == "grpo"
     manager = cfg["train_env_manager"]
     assert (manager["num_env_groups"], manager["group_size"]) == (8, 4)
     with pytest.raises(SystemExit, match="multiple"):
-        written(example, tmp_path, "--algorithm", "grpo", "--group-size", "5")
+        written(example, tmp_path, "--advantage-estimator", "grpo", "--num-generations", "5")
     with pytest.raises(SystemExit):
-        example.parse_args(["--algorithm", "ppo"])
+        example.parse_args(["--advantage-estimator", "ppo"])
 
 
 def test_the_env_of_the_written_config_is_made_by_gem(tmp_path):

@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from gem_adapters.verl.dataset import AGENT_NAME
+from gem_adapters.verl.rows import AGENT_NAME
 
 REPO = Path(__file__).resolve().parents[3]
 AGENT_YAML = REPO / "examples" / "verl" / "gem_agent_loop.yaml"

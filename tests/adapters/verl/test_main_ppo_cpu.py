@@ -40,7 +40,7 @@ import torch
 
 from gem_adapters.patching import source_root
 from gem_adapters.verl import cpu
-from gem_adapters.verl.estimators import gem_advantages
+from gem_adapters.verl.advantages import gem_advantages
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "train_verl.py"

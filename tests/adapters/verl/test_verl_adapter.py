@@ -37,10 +37,11 @@ from gem_adapters.advantages import (
     turn_values_to_tokens,
 )
 from gem_adapters.policies.transformers_policy import TransformersPolicy
-from gem_adapters.verl.agent_loop import GemAgentLoop
-from gem_adapters.verl.dataset import AGENT_NAME, task_from_row, task_rows, write_dataset
-from gem_adapters.verl.estimators import register_estimators
+from gem_adapters.tasks import make_tasks
+from gem_adapters.verl.advantages import register_estimators
 from gem_adapters.verl.policy_server import PolicyServer
+from gem_adapters.verl.rollout import GemAgentLoop
+from gem_adapters.verl.rows import AGENT_NAME, task_from_row, task_rows, write_dataset
 
 from .helpers import AGENT_YAML, GAMMA, REPO, make_loop, verl_config
 
@@ -54,7 +55,7 @@ def played(tmp_path_factory, tokenizer, tiny_model):
     """Three rows (two envs), two sessions each, played concurrently as verl's worker plays them."""
     config = verl_config(**{"agent.agent_loop_config_path": str(AGENT_YAML)})
     path = write_dataset(
-        tmp_path_factory.mktemp("verl") / "train.parquet", task_rows(ENV_IDS, 3, first_seed=7)
+        tmp_path_factory.mktemp("verl") / "train.parquet", task_rows(make_tasks(ENV_IDS, 3, first_seed=7))
     )
     dataset = RLHFDataset(str(path), tokenizer, config.data)
     server = PolicyServer(TransformersPolicy(tiny_model, tokenizer, seed=0))
@@ -237,7 +238,9 @@ def test_scalar_reward_on_last_token_is_the_last_turns():
 
 
 def test_env_kwargs_travel_through_the_parquet(tmp_path, tokenizer, tiny_model):
-    rows = task_rows(ENV_IDS[0], 1, first_seed=3, env_kwargs={"max_turns": 2}, system_prompt="Guess.")
+    rows = task_rows(
+        make_tasks(ENV_IDS[0], 1, first_seed=3, env_kwargs={"max_turns": 2}, system_prompt="Guess.")
+    )
     dataset = RLHFDataset(str(write_dataset(tmp_path / "t.parquet", rows)), tokenizer, verl_config().data)
     row = dataset[0]
     assert json.loads(row["extra_info"]["env_kwargs"]) == {"max_turns": 2}
@@ -267,7 +270,7 @@ def test_legacy_trainer_is_refused(tokenizer, tiny_model):
 
 
 def test_register_decorator_and_yaml_name_the_same_class():
-    import gem_adapters.verl.agent_loop as module
+    import gem_adapters.verl.rollout as module
 
     assert OmegaConf.load(AGENT_YAML)[0]["_target_"] == f"{module.__name__}.{GemAgentLoop.__qualname__}"
     assert OmegaConf.load(AGENT_YAML)[0]["name"] == AGENT_NAME
@@ -278,12 +281,12 @@ def test_importing_the_agent_loop_keeps_the_yamls_entry(monkeypatch):
     episode: the import must not replace the YAML's entry (and drop its max_turns/max_new_tokens)."""
     from verl.experimental.agent_loop import agent_loop as verl_agent_loop
 
-    from gem_adapters.verl.agent_loop import register_gem_agent_loop
+    from gem_adapters.verl.rollout import register_gem_agent_loop
 
     registry = verl_agent_loop._agent_loop_registry
     monkeypatch.delitem(registry, AGENT_NAME, raising=False)
     register_gem_agent_loop()  # without a YAML: the class itself, no keyword arguments
-    assert registry[AGENT_NAME] == {"_target_": "gem_adapters.verl.agent_loop.GemAgentLoop"}
+    assert registry[AGENT_NAME] == {"_target_": "gem_adapters.verl.rollout.GemAgentLoop"}
     yaml_entry = OmegaConf.load(AGENT_YAML)[0]
     registry[AGENT_NAME] = yaml_entry
     register_gem_agent_loop()
