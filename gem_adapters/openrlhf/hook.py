@@ -3,7 +3,7 @@ it reaches OpenRLHF's Ray workers.
 
 Two changes, both optional: the GEM per-turn ``estimator`` replaces OpenRLHF's in the trainer, and
 ``cpu`` patches OpenRLHF's CUDA calls in every worker (``gem_adapters.openrlhf.cpu``). A launcher
-builds the configuration and says so: ``examples/train_openrlhf.py`` (``--estimator``) and
+builds the configuration and says so: ``examples/train_openrlhf.py`` (``--advantage_estimator``) and
 ``python -m gem_adapters.openrlhf.cpu`` (``--gem.estimator``) each build a ``GemOpenRLHFConfig`` and put
 ``config.environment()`` into the environment of the OpenRLHF driver they start. Nothing else
 configures it.
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from gem_adapters.openrlhf.estimator import (
+from gem_adapters.openrlhf.advantages import (
     ESTIMATOR_ENV,
     compute_advantages_and_returns,
     configured_estimator,
