@@ -426,7 +426,8 @@ def test_no_host_path_shows_inside():
     host = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     host |= {str(PROJECT), sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     with SandboxPool(size=1, limits=SandboxLimits(timeout=30, memory_mb=1024, max_output=1 << 22)) as p:
-        assert p.isolation["mount_sources_hidden"]
+        isolation = p.isolation
+        assert isolation["mount_sources_hidden"], isolation["mount_sources_shown"]
         r = p.run(HOST_VIEWS)
         assert r.ok, r
         assert p.run("import numpy\nprint(numpy.__file__)").stdout.startswith(launcher.SANDBOX_VENV)

@@ -391,6 +391,7 @@ class SandboxPool:
             "uid_drop": info["drop_uid"] is not None,
             "call_namespaces": info["call_namespaces"],
             "mount_sources_hidden": info["mount_sources_hidden"],
+            "mount_sources_shown": info["mount_sources_shown"],
             "preloaded": info["preloaded"],
             "limits": asdict(self.limits),
         }

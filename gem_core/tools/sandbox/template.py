@@ -326,19 +326,19 @@ def private_mount_namespace() -> bool:
     return True
 
 
-def hide_mount_sources(paths: list[str], patches: dict[str, dict[str, str]]) -> bool:
+def hide_mount_sources(paths: list[str], patches: dict[str, dict[str, str]]) -> list[str]:
     """Remount each of ``paths`` (bubblewrap's bind mounts of the Python installation, whose host
     source ``/proc/self/mountinfo`` would show) as a read-only overlay of itself with its layers named
     relative to its parent (``lowerdir=python:gem-sandbox/empty``), then drop the bind: no host path is
     left in the mount table. A path's ``patches`` (``{relative path: text}``) lie in a layer above it,
-    on a small tmpfs detached once the overlays hold it. False where overlays cannot be mounted (the
-    binds stay as they were)."""
+    on a small tmpfs detached once the overlays hold it. Returns what could not be hidden and why
+    (empty: every path is hidden; a path that fails keeps its bind)."""
     if any(patches.values()):
         size = sum(len(t.encode()) for files in patches.values() for t in files.values())
         sys_mount(
             "tmpfs", OVERLAY_PATCHES, "tmpfs", MS_NOSUID | MS_NODEV, f"size={size + (1 << 20)},mode=0755"
         )
-    hidden = True
+    failed: list[str] = []
     for number, path in enumerate(paths):
         parent, name = os.path.split(path)
         layers = [name, os.path.relpath(OVERLAY_EMPTY, parent)]
@@ -361,21 +361,21 @@ def hide_mount_sources(paths: list[str], patches: dict[str, dict[str, str]]) -> 
             os.chdir(parent)
             options = f"lowerdir={':'.join(layers)}"
             sys_mount("overlay", OVERLAY_STAGE, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, options)
-        except OSError:
-            hidden = False
+        except OSError as exc:
+            failed.append(f"{path}: overlay ({options}): {exc}")
             continue
         finally:
             os.chdir("/")
         try:
             sys_umount(path, MNT_DETACH)
-        except OSError:
+        except OSError as exc:
             sys_umount(OVERLAY_STAGE, MNT_DETACH)
-            hidden = False
+            failed.append(f"{path}: unmounting its bind: {exc}")
             continue
         sys_mount(OVERLAY_STAGE, path, None, MS_MOVE, None)
     if any(patches.values()):
         sys_umount(OVERLAY_PATCHES, MNT_DETACH)
-    return hidden
+    return failed
 
 
 class Scratch:
@@ -987,10 +987,12 @@ def serve() -> None:
     except (OSError, ValueError):
         config["cap_last"] = 40
     config["template_mounts"] = private_mount_namespace()
-    config["paths_hidden"] = False
+    config["paths_shown"] = ["no private mount namespace"] if not config["template_mounts"] else []
     if config["template_mounts"] and config.get("hide"):
-        with contextlib.suppress(OSError):  # e.g. no room for the patches: the binds stay as they were
-            config["paths_hidden"] = hide_mount_sources(config["hide"], config.get("patches", {}))
+        try:
+            config["paths_shown"] = hide_mount_sources(config["hide"], config.get("patches", {}))
+        except OSError as exc:  # e.g. no room for the patches: the binds stay as they were
+            config["paths_shown"] = [f"the patches' tmpfs: {exc}"]
     if config.get("python_path"):  # the host's sys.path, as this sandbox shows it
         sys.path[:] = config["python_path"]
         for site_dir in config.get("site_dirs", []):  # its .pth files, as the host's site did
@@ -1028,7 +1030,8 @@ def serve() -> None:
             "drop_uid": config["drop_uid"],
             "preloaded": preloaded,
             "call_namespaces": {"ipc": config["call_ipc"], "tmpfs": config["template_mounts"]},
-            "mount_sources_hidden": config["paths_hidden"],
+            "mount_sources_hidden": not config["paths_shown"],
+            "mount_sources_shown": config["paths_shown"],  # why not, where they are not
         },
     )
     while True:
