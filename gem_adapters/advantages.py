@@ -500,7 +500,7 @@ def compute_advantages(
 
 
 def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -> list[np.ndarray]:
-    """Per-turn advantages of ``gem_adapters.trajectory.Episode`` objects; GRPO groups default to
+    """Per-turn advantages of ``gem_adapters.episode.Episode`` objects; GRPO groups default to
     ``episode.group_id`` (episodes of the same env id and seed share a group), state keys to each
     turn's ``state_key`` and rewards to each turn's ``reward`` (``turn_rewards=`` replaces them: one
     list of floats or None per episode)."""
