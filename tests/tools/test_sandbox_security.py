@@ -438,6 +438,36 @@ def test_no_host_path_shows_inside():
             assert path not in text, (name, path)
 
 
+NESTED_PATH = r"""
+import json, os, sys, sysconfig
+from gem_core.tools.sandbox import SandboxLimits, SandboxPool
+site = sysconfig.get_paths()["purelib"]
+nested = os.path.join(site, "gem_core" if os.path.isdir(os.path.join(site, "gem_core")) else "pytest")
+sys.path.insert(0, nested)  # as `import ray` does with ray/thirdparty_files
+with SandboxPool(size=1, limits=SandboxLimits(timeout=30)) as pool:
+    isolation = pool.isolation
+    ran = pool.run("print(6 * 7)")
+print(json.dumps([isolation["mount_sources_hidden"], isolation["mount_sources_shown"], ran.stdout]))
+"""
+
+
+def test_a_sys_path_entry_inside_site_packages_stays_hidden():
+    """A folder inside site-packages on ``sys.path`` (``import ray`` adds ``ray/thirdparty_files``) is
+    reached through site-packages' own mount, not bound again inside it (the nested bind could not
+    be unmounted, and the installation's host paths showed)."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", NESTED_PATH], capture_output=True, text=True, timeout=120, cwd="/"
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    hidden, shown, stdout = json.loads(done.stdout.strip().splitlines()[-1])
+    assert hidden, shown
+    assert stdout.strip().endswith("42")
+
+
 def test_the_exit_grace_goes_only_to_a_process_the_kernel_is_ending():
     """At the wall-clock limit the template gives a process more time only if the kernel has marked it
     exiting (PF_EXITING, or a zombie): nothing the code does can set that and keep running."""

@@ -100,9 +100,10 @@ def sandbox_layout() -> dict[str, str]:
     layout: dict[str, str] = {}
     for root in python_roots():
         if root == venv:
-            for entry in sys.path:
-                real = os.path.realpath(entry) if entry and os.path.isdir(entry) else ""
-                if real.startswith(root + "/"):
+            entries = {os.path.realpath(e) for e in sys.path if e and os.path.isdir(e)}
+            entries = {e for e in entries if e.startswith(root + "/")}
+            for real in sorted(entries):  # one bind per top-most entry (ray puts its own folder on sys.path)
+                if not any(real.startswith(outer + "/") for outer in entries):
                     layout[real] = SANDBOX_VENV + real[len(root) :]
         else:
             layout[root] = SANDBOX_PYTHON + (
