@@ -25,8 +25,8 @@ export TORCH_EXTENSIONS_DIR="$out/torch_extensions" VLLM_CPU_CI_ENV=1
 ray_tmp="$(mktemp -d /tmp/gem-ray-XXXXXX)"
 trap 'rm -rf "$ray_tmp"' EXIT
 export RAY_TMPDIR="$ray_tmp" RAY_DEDUP_LOGS=0
-# GEM: per-turn ReBN in OpenRLHF's trainer actor (through the runtime-env hook that gem_adapters.openrlhf.cpu sets).
-export GEM_OPENRLHF_ESTIMATOR=rebn
+# GEM: per-turn ReBN (or the estimator named by GEM_OPENRLHF_ESTIMATOR) in OpenRLHF's trainer actor (through the runtime-env hook that gem_adapters.openrlhf.cpu sets).
+export GEM_OPENRLHF_ESTIMATOR="${GEM_OPENRLHF_ESTIMATOR:-rebn}"  # e.g. gigpo (state keys from the executor)
 
 "$py" - "$out" <<'EOF'
 import sys
