@@ -31,6 +31,7 @@ from gem_adapters.openrlhf.rows import Task, task_rows
 from gem_adapters.policies.transformers_policy import TransformersPolicy
 from gem_adapters.tasks import make_tasks
 
+from ..test_state_keys_rollout import replayed_keys
 from .conftest import AGENT_FUNC, MAX_LEN, SYSTEM_PROMPT, TURN_CAP, openrlhf_sampling_params
 from .openrlhf_source import load_agent_executor, process_response_into_experience
 
@@ -117,16 +118,9 @@ def test_rewards_are_the_envs_per_turn(played):
 def test_each_turn_carries_the_envs_state_key_before_its_action(played):
     """``GemEnvInstance`` reports the env's ``state_key()`` after reset and every step; the episode keeps
     the key before each action, and ``extra_logs`` its integer code (what survives OpenRLHF's tensors)."""
-    for row, _, output in played:
+    for _, _, output in played:
         episode = output["episode"]
-        task = Task.from_label(row["label"])
-        env = gem_core.make(task.env_id)
-        env.reset(seed=task.seed)
-        replayed = []
-        for turn in episode.turns:
-            replayed.append(env.state_key())
-            env.step(turn.action)
-        env.close()
+        replayed = replayed_keys(episode)
         assert [t.state_key for t in episode.turns] == replayed
         assert None not in replayed  # the games name their states
         assert output["extra_logs"][STATE_KEYS] == [state_key_code(k) for k in replayed]

@@ -74,15 +74,17 @@ def monkeypatch_module():
         yield patcher
 
 
-def store(outputs, prefix=""):
+def store(outputs, prefix="", drop=()):
     """``AgentLoopWorkerTQ._agent_loop_postprocess``: each loop's ``as_dict()`` plus its row, under the key
-    ``{uid}_{session}_{index}``; returns the keys in order."""
+    ``{uid}_{session}_{index}`` (less the fields ``drop``); returns the keys in order."""
     keys = []
     for output, kwargs in outputs:
         key = f"{prefix}{kwargs['uid']}_{kwargs['session_id']}_0"
         field = output.as_dict()
         field.update(kwargs)
         field["loss_mask"] = field["response_mask"]
+        for name in drop:
+            del field[name]
         tq.kv_batch_put(
             keys=[key],
             fields=list_of_dict_to_tensordict([field]),
@@ -137,19 +139,7 @@ def test_samples_without_state_keys_are_refused_by_name(played, transfer_queue):
     estimators that need no keys never read the field."""
     config, _, outputs = played
     register_estimators()
-    keys = []
-    for output, kwargs in outputs:
-        field = output.as_dict()
-        field.update(kwargs)
-        del field[state_keys.FIELD]
-        key = f"bare-{kwargs['uid']}_{kwargs['session_id']}_0"
-        tq.kv_batch_put(
-            keys=[key],
-            fields=list_of_dict_to_tensordict([field]),
-            tags=[{"status": "success"}],
-            partition_id=PARTITION,
-        )
-        keys.append(key)
+    keys = store(outputs, prefix="bare-", drop=[state_keys.FIELD])
     with pytest.raises(ValueError, match="GemAgentLoop"):
         compute_in_trainer(config, keys, "gem_gigpo")
     advantages, _ = compute_in_trainer(config, keys, "gem_grpo")
