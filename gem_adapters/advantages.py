@@ -71,8 +71,10 @@ return) on that turn's tokens; ``turn_values_on_tokens`` places per-turn numbers
 (e.g. by a critic); ``turn_values_to_tokens`` is its one-row kernel. A turn's tokens are its span in
 the row, or, when only a trainer's loss mask travels with the batch, the mask's runs (``mask_runs``:
 the env and template ids between two actions have mask 0). Adapters decode their framework's
-transport into per-episode turn rewards, group ids and spans or masks, call these, and encode the
-result back (``docs/adding-a-framework.md``).
+transport into per-episode turn rewards, group ids, state keys and spans or masks, call these, and
+encode the result back (``docs/adding-a-framework.md``). State keys cross processes as JSON
+(``state_keys_to_json``) or, where a transport carries numbers only, as 63-bit codes
+(``state_key_code``).
 """
 
 from __future__ import annotations
