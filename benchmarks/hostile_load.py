@@ -109,7 +109,7 @@ def grading(args: argparse.Namespace) -> list[str]:
     for env_id in ("math:Arithmetic-v0", "math:Fractions-v0"):
         env = gem_core.make(env_id)
         env.reset(seed=0)
-        env.step(f"\\boxed{{{env.example['answer']}}}")  # the grading worker is warm
+        env.step(f"\\boxed{{{env.unwrapped.example['answer']}}}")  # the grading worker is warm
         for bomb in ("10^{10^{10}}", "9^{9^{9^{9}}}"):
             env.reset(seed=0)
             start = time.monotonic()

@@ -74,9 +74,9 @@ def count_forward_ids(model) -> list[int]:
 def run_rollout(opts: dict) -> dict:
     import torch
 
+    from gem_adapters.chat_renderer import ChatRenderer
     from gem_adapters.policies import SamplingParams, TransformersPolicy
     from gem_adapters.rollout import rollout
-    from gem_adapters.trajectory import ChatRenderer
 
     if opts["threads"]:
         torch.set_num_threads(opts["threads"])

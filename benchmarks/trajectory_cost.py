@@ -16,8 +16,9 @@ import argparse
 import platform
 import time
 
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode_builder import EpisodeBuilder
 from gem_adapters.models import load_tokenizer
-from gem_adapters.trajectory import ChatRenderer
 
 FIRST = (
     "You are playing Guess The Number. I am thinking of an integer between 1 and 1000 (inclusive). Guess it "
@@ -31,7 +32,7 @@ def observation(k: int) -> str:
 
 
 def incremental(renderer: ChatRenderer, action_ids: list[int], turns: int) -> list[int]:
-    builder = renderer.start(observation(0))
+    builder = EpisodeBuilder(renderer, observation(0))
     for k in range(turns):
         builder.context()
         builder.add_action(action_ids)

@@ -27,9 +27,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from transformers import HfArgumentParser
 
+from gem_adapters.chat_renderer import ChatRenderer
 from gem_adapters.episode import Episode, rescore
 from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
-from gem_adapters.trajectory import ChatRenderer
 from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, make_rollout_func, tasks_dataset
 
 

@@ -7,12 +7,11 @@ What it does, top to bottom:
      vLLM engine and DeepSpeed colocated on one GPU (sleeping in turn), the GEM agent executor
      (``--train.agent_func_path gem_adapters/openrlhf/agent_func.py``), no reference model and no
      critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
-  3. replaces OpenRLHF's estimator with GEM's per-turn one (``--advantage_estimator rebn`` by default: a name of
-     ``gem_adapters.advantages``' registry, as in every example): the
-     launch sets ``GEM_OPENRLHF_ESTIMATOR`` and ``RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.
-     runtime_env_hook``, which installs ``gem_adapters.openrlhf.advantages`` in the trainer's Ray
-     workers (see ``gem_adapters/openrlhf/hook.py``). ``--advantage_estimator openrlhf`` keeps OpenRLHF's own
-     ``reinforce`` on the summed episode reward, discounted per token (see
+  3. replaces OpenRLHF's estimator with GEM's per-turn one (``--advantage_estimator rebn`` by default: a
+     name of ``gem_adapters.advantages``' registry, as in every example): the launch configures it with
+     ``GemOpenRLHFConfig(estimator=...)`` (``launch_env``), whose environment carries it to the
+     trainer's Ray workers (see ``gem_adapters/openrlhf/hook.py``). ``--advantage_estimator openrlhf``
+     keeps OpenRLHF's own ``reinforce`` on the summed episode reward, discounted per token (see
      ``gem_adapters/openrlhf/advantages.py`` for exactly how it differs).
 
 Needs a CUDA GPU with OpenRLHF's full stack (vLLM, DeepSpeed, flash-attn): ``pip install
@@ -183,13 +182,13 @@ def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[
 
 
 def launch_env(args: Args) -> dict[str, str]:
-    """The environment of the launch: the GEM estimator hook for Ray, this checkout on PYTHONPATH
-    (Ray workers import gem_adapters from it if the package is not installed)."""
-    env = dict(os.environ)
-    env.pop("GEM_OPENRLHF_ESTIMATOR", None)
-    if args.advantage_estimator != "openrlhf":
-        env["GEM_OPENRLHF_ESTIMATOR"] = args.advantage_estimator
-        env["RAY_RUNTIME_ENV_HOOK"] = "gem_adapters.openrlhf.hook.runtime_env_hook"
+    """The environment of the launch: the run's ``GemOpenRLHFConfig`` (the GEM estimator, carried to
+    OpenRLHF's Ray workers by ``gem_adapters.openrlhf.hook``), this checkout on PYTHONPATH (Ray workers
+    import gem_adapters from it if the package is not installed)."""
+    from gem_adapters.openrlhf.hook import GemOpenRLHFConfig, launch_environment
+
+    estimator = None if args.advantage_estimator == "openrlhf" else args.advantage_estimator
+    env = launch_environment(GemOpenRLHFConfig(estimator=estimator))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
 

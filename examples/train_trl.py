@@ -201,11 +201,11 @@ class Run:
 
     def evaluate(self, model: Any, phase: str, step: int) -> None:
         """Play ``eval_episodes`` fixed seeds (disjoint from training) with the current weights; log them."""
+        from gem_adapters.jsonl import write_jsonl
         from gem_adapters.policies.base import SamplingParams
         from gem_adapters.policies.transformers_policy import TransformersPolicy
         from gem_adapters.rollout import RolloutLimits, rollout
         from gem_adapters.timing import minor_faults
-        from gem_adapters.trajectory import write_jsonl
 
         script, config = self.script, self.config
         if script.eval_episodes <= 0:
@@ -278,7 +278,7 @@ def log_steps(run: Run, trainer):
     ``eval_every`` steps)."""
     from transformers import TrainerCallback
 
-    from gem_adapters.trajectory import write_jsonl
+    from gem_adapters.jsonl import write_jsonl
 
     class LogSteps(TrainerCallback):
         def __init__(self):
@@ -314,7 +314,7 @@ def main(script: ScriptArguments, config) -> dict:
     from transformers import PrinterCallback, set_seed
 
     from gem_adapters.allocator import reuse_freed_memory
-    from gem_adapters.trajectory import ChatRenderer
+    from gem_adapters.chat_renderer import ChatRenderer
     from gem_adapters.trl import GEMGRPOTrainer, tasks_dataset
 
     reuse_freed_memory()  # glibc keeps freed buffers for the next step instead of unmapping them

@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -136,8 +137,9 @@ def register_estimator(
 
 
 def on_register(listener: Callable[[Estimator], None]) -> None:
-    """Call ``listener`` for every estimator registered so far and for every one registered later: how
-    an adapter whose trainer keeps its own registry (verl) stays in step with this one."""
+    """Call ``listener`` for every estimator registered so far (the plugins' included) and for every one
+    registered later: how an adapter whose trainer keeps its own registry (verl) stays in step with this one."""
+    _load_plugins()
     _LISTENERS.append(listener)
     for estimator in list(ESTIMATORS.values()):
         listener(estimator)
@@ -146,6 +148,7 @@ def on_register(listener: Callable[[Estimator], None]) -> None:
 def estimator_names(*, values: bool = False, groups: bool = True, state_keys: bool = False) -> list[str]:
     """The registered names usable by a trainer that can (``True``) or cannot supply per-turn values,
     group ids and per-turn state keys."""
+    _load_plugins()
     return sorted(
         e.name
         for e in ESTIMATORS.values()
@@ -156,17 +159,38 @@ def estimator_names(*, values: bool = False, groups: bool = True, state_keys: bo
 
 
 def get_estimator(name: str) -> Estimator:
+    """The estimator registered as ``name`` (the built-in ones or a plugin's)."""
+    _load_plugins()
     try:
         return ESTIMATORS[name]
     except KeyError:
         raise KeyError(f"unknown estimator {name!r}; known: {sorted(ESTIMATORS)}") from None
 
 
+_plugins_loaded = False
+_plugins_lock = threading.RLock()
+
+
+def _load_plugins() -> None:
+    """Load the entry points' estimators once, at the first lookup or listing of the registry
+    (``get_estimator``, ``estimator_names``, ``on_register``), not at import: importing
+    ``gem_adapters`` runs no third-party code. A plugin's own lookups while it loads see the registry
+    as it stands."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    with _plugins_lock:
+        if _plugins_loaded:
+            return
+        _plugins_loaded = True  # before loading: a plugin's own lookups must not load again
+        load_entry_points()
+
+
 def load_entry_points() -> list[str]:
     """Import every module named in the ``gem_adapters.estimators`` entry point group (their
-    ``register_estimator`` calls run on import); called once when this module is first imported, so
-    third-party estimators exist in every process that uses the shared core. Returns the loaded
-    entry points' names; one that fails to load is reported as a warning, not raised."""
+    ``register_estimator`` calls run on import). The registry calls it once, at its first lookup or
+    listing; call it yourself to load them earlier. Returns the loaded entry points' names; one that
+    fails to load is reported as a warning naming it, not raised, and the other estimators stay."""
     from importlib import metadata
 
     loaded = []
@@ -480,7 +504,7 @@ def compute_advantages(
 
 
 def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -> list[np.ndarray]:
-    """Per-turn advantages of ``gem_adapters.trajectory.Episode`` objects; GRPO groups default to
+    """Per-turn advantages of ``gem_adapters.episode.Episode`` objects; GRPO groups default to
     ``episode.group_id`` (episodes of the same env id and seed share a group), state keys to each
     turn's ``state_key`` and rewards to each turn's ``reward`` (``turn_rewards=`` replaces them: one
     list of floats or None per episode)."""
@@ -696,6 +720,3 @@ def _group_codes(group_ids: Sequence[Any], missing: int | None = None) -> np.nda
 
 def _hashable(x: Any) -> Any:
     return tuple(_hashable(v) for v in x) if isinstance(x, (list, tuple)) else x
-
-
-load_entry_points()

@@ -63,7 +63,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from gem_adapters.episode import chat_content, observation_images
-from gem_adapters.episode_builder import EpisodeBuilder
 from gem_core.observation import MultimodalObservation, text_only_error
 
 _USER_PROBE = "GEMPROBEUSERq7"
@@ -265,17 +264,6 @@ class ChatRenderer:
             if list(action_ids[-k:]) == self.closing_ids[:k]:
                 return k
         return 0
-
-    def start(
-        self,
-        observation: str | MultimodalObservation,
-        *,
-        env_id: str | None = None,
-        seed: int | None = None,
-        state_key: Any = None,
-    ) -> EpisodeBuilder:
-        """Begin an episode at its first observation (``state_key``: the env's, see ``Turn.state_key``)."""
-        return EpisodeBuilder(self, observation, env_id=env_id, seed=seed, state_key=state_key)
 
 
 def _message(message: dict[str, str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """EpisodeBuilder: one episode recorded as it is played, on a ``ChatRenderer``.
 
-``ChatRenderer.start(first observation)`` returns a builder; ``context()`` is what the policy
+``EpisodeBuilder(renderer, first observation)`` starts one; ``context()`` is what the policy
 continues from (a ``PromptIds``: the ids, and the images their image tokens stand for),
 ``add_action`` records the generated ids, ``add_feedback`` the env's answer, ``finish`` closes the
 last turn and returns the ``Episode``.
@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gem_adapters.chat_renderer import ChatRenderer
 from gem_adapters.episode import Episode, Turn, observation_images
 from gem_core.observation import MultimodalObservation
-
-if TYPE_CHECKING:
-    from gem_adapters.chat_renderer import ChatRenderer
 
 
 class EpisodeBuilder:
     """Accumulates one episode as it is played; ``context()`` is what the policy continues from.
 
-    Call order: ``context()`` -> ``add_action(...)`` -> ``add_feedback(...)`` -> ``context()`` -> ... ->
+    ``EpisodeBuilder(renderer, first_observation, env_id=..., seed=..., state_key=...)`` begins the
+    episode (``state_key``: the env's, see ``Turn.state_key``). Call order: ``context()`` -> ``add_action(...)`` -> ``add_feedback(...)`` -> ``context()`` -> ... ->
     ``finish()``. Appending is amortised constant time per token.
     """
 

@@ -168,23 +168,6 @@ class VisionLanguagePolicy(Policy):
         return Generation(tokens, logprobs, "length")
 
 
-def sequence_logprobs(model: Any, processor: Any, episodes: Sequence[Episode]) -> list[list[float]]:
-    """Each episode's logprobs of its generated ids, recomputed by one forward pass over its whole
-    sequence with its images (what a trainer does); aligned with the action ids, turn by turn."""
-    import torch
-
-    out = []
-    for episode in episodes:
-        sequence = episode.to_sequence(include_closing=False)
-        ids = torch.tensor([sequence.token_ids], dtype=torch.long, device=next(model.parameters()).device)
-        inputs = {k: v.to(ids.device) for k, v in vision_inputs(processor, [episode.images()]).items()}
-        with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), **inputs).logits.float()
-        logp = torch.log_softmax(logits[0, :-1], dim=-1).gather(1, ids[0, 1:, None])[:, 0]
-        out.append([float(logp[i - 1]) for start, end in sequence.turn_spans for i in range(start, end)])
-    return out
-
-
 def tiny_llava(tokenizer: Any, seed: int = 0, image_size: int = 32, patch_size: int = 8) -> tuple[Any, Any]:
     """A randomly initialised small LLaVA over ``tokenizer``'s vocabulary plus an ``<image>`` token,
     and its processor (CLIP image preprocessing, ``IMAGE_CHAT_TEMPLATE``); offline, for fast tests.

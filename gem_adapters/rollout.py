@@ -257,10 +257,11 @@ async def aplay_episode(
     observation, info = await _call(env.reset, seed=seed)
     if env_id is None:
         env_id = getattr(getattr(env, "spec", None), "id", None)
-    if seed is None and isinstance(getattr(env, "seed", None), int):
-        seed = env.seed
-    builder = renderer.start(
-        as_observation(observation), env_id=env_id, seed=seed, state_key=_state_key(env, info)
+    own_seed = getattr(getattr(env, "unwrapped", env), "seed", None)  # the innermost env's, below wrappers
+    if seed is None and isinstance(own_seed, int):
+        seed = own_seed
+    builder = EpisodeBuilder(
+        renderer, as_observation(observation), env_id=env_id, seed=seed, state_key=_state_key(env, info)
     )
     player = _Player(builder, turn)
     if release is None:
@@ -463,7 +464,8 @@ def _start_players(
     specs, seeds = vec.get_attr("spec"), vec.get_attr("seed")
     return [
         _Player(
-            renderer.start(
+            EpisodeBuilder(
+                renderer,
                 as_observation(obs),
                 env_id=getattr(spec, "id", None),
                 seed=seed,

@@ -1,7 +1,15 @@
-"""Token-exact trajectories, under one import: the names of ``gem_adapters.episode`` (the episode
-data and its layouts), ``gem_adapters.chat_renderer`` (incremental chat-template rendering),
-``gem_adapters.episode_builder`` (an episode recorded as it is played) and ``gem_adapters.jsonl``
-(record and replay)."""
+"""Deprecated: import each name from the module that defines it.
+
+``gem_adapters.trajectory`` was the single import of the token-exact trajectory names. It stays, for
+code written against it, as a re-export that warns on import; the names live in:
+
+``gem_adapters.episode``          Episode, Turn, TurnSample, TokenSequence, PromptResponse, as_observation, rescore
+``gem_adapters.chat_renderer``    ChatRenderer, shared_renderer
+``gem_adapters.episode_builder``  EpisodeBuilder, PromptIds
+``gem_adapters.jsonl``            read_jsonl, iter_jsonl, write_jsonl
+"""
+
+import warnings
 
 from gem_adapters.chat_renderer import ChatRenderer, shared_renderer
 from gem_adapters.episode import (
@@ -15,6 +23,13 @@ from gem_adapters.episode import (
 )
 from gem_adapters.episode_builder import EpisodeBuilder, PromptIds
 from gem_adapters.jsonl import iter_jsonl, read_jsonl, write_jsonl
+
+warnings.warn(
+    "gem_adapters.trajectory is deprecated: import from gem_adapters.episode, gem_adapters.chat_renderer, "
+    "gem_adapters.episode_builder or gem_adapters.jsonl (see its docstring)",
+    DeprecationWarning,
+    stacklevel=2,
+)
 
 __all__ = [
     "ChatRenderer",

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from gem_adapters.trajectory import ChatRenderer, Episode, as_observation
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode import Episode, as_observation
+from gem_adapters.episode_builder import EpisodeBuilder
 
 Player = Callable[[Any], str]  # the innermost game -> the next action's text
 Move = tuple[Any, str, tuple]  # (observation, the action's text, env.step's 5-tuple)
@@ -67,7 +69,7 @@ def episodes_of_games(
     for seed, moves in games:
         if not moves:
             raise ValueError(f"{env_id} (seed {seed}): a game without a move")
-        builder = renderer.start(as_observation(moves[0][0]), env_id=env_id, seed=seed)
+        builder = EpisodeBuilder(renderer, as_observation(moves[0][0]), env_id=env_id, seed=seed)
         for _, move, (observation, reward, terminated, truncated, info) in moves:
             text = builder.add_action([*renderer.encode(move), stop])
             if text != move:
@@ -77,6 +79,7 @@ def episodes_of_games(
             builder.add_feedback(as_observation(observation), reward, terminated, truncated, info)
         episodes.append(builder.finish(None if builder.done else "max_turns"))
     return episodes
+
 
 # A worked game of GuessTheNumber shown in the chat before each episode (loss mask 0): with it the move
 # format and the game's feedback are in context even before any training (SmolLM2-135M rarely answers in

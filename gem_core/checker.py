@@ -2,9 +2,10 @@
 
 Checks, in order: the types ``reset`` and ``step`` return; determinism under a seed; that
 ``spawn(same_state=True)`` and a ``get_state``/``set_state`` round trip continue an episode exactly;
-the edges of an episode (a non-``str`` action raises ``TypeError``; a step before the first reset or
-after the end raises ``EpisodeOverError``, see ``gem_core.core``); and that hostile actions (empty, huge, binary junk, odd unicode, prompt injection, and shapes that
-are slow for a naive parser, such as 20,000 unclosed ``\\boxed{``) give an observation with no
+the edges of an episode as ``gem_core.make`` builds it (a non-``str`` action raises ``TypeError``; a
+step before the first reset or after the end raises ``EpisodeOverError``; an env whose outermost
+layer is not ``OrderEnforcing`` is checked inside one, as ``make`` wraps it); and that hostile
+actions (empty, huge, binary junk, odd unicode, prompt injection, and shapes that are slow for a naive parser, such as 20,000 unclosed ``\\boxed{``) give an observation with no
 positive reward, never an exception. Raises ``EnvCheckError`` on the first failure.
 Observations are compared by ``repr``; images (PIL images in chat content) by their pixels.
 """
@@ -139,7 +140,15 @@ def _continue(env: Env, steps: int) -> list[Any]:
     return transcript
 
 
+def _as_made(env: Env) -> Env:
+    """``env`` if its outermost layer is ``OrderEnforcing``, else ``env`` inside one (as ``make`` wraps)."""
+    from gem_core.wrappers.order_enforcing import OrderEnforcing
+
+    return env if isinstance(env, OrderEnforcing) else OrderEnforcing(env)
+
+
 def _check_episode_edges(env: Env, seed: int, max_steps: int) -> None:
+    env = _as_made(env)
     fresh = env.spawn()
     try:
         try:

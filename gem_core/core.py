@@ -8,22 +8,14 @@ seed continues the current generators (or seeds them from OS entropy the first t
 Gymnasium. No code in this package touches the process-global ``random`` or ``numpy.random`` state,
 so envs stepped concurrently in threads stay deterministic.
 
-One behaviour at the edges of an episode, for every env and wrapper (enforced here, in
-``EnvBase.__init_subclass__``, so no env re-implements it):
-
-* ``step`` with anything but a ``str`` raises ``TypeError("an action is a str, got <type>")``
-  (a multi-agent env's ``step`` takes a mapping of agent name to ``str``);
-* ``step`` before the first ``reset``, or after a step that returned ``terminated`` or ``truncated``,
-  raises ``EpisodeOverError`` ("the episode is over; call reset()"), a ``RuntimeError``, before the
-  env or wrapper does anything (a ``ToolEnvWrapper`` runs no tool call after the end);
-* a ``reset`` starts a new episode (one that raises leaves none running).
-
-Each layer checks once per call: the ``step`` and ``reset`` that a subclass defines are wrapped by
-a guard that lets the calls of ``super().step``/``super().reset`` inside them through, and a wrapper
-checks its own episode before its inner env checks its own. Whether an episode is running
-(``episode_over``) is part of ``get_state``, so snapshots, ``set_state`` and ``spawn(same_state=True)``
-keep it. An env whose episode ends inside ``reset`` (a degenerate multi-agent view) sets
-``self._episode_over = True`` there.
+The edges of an episode are checked by a wrapper, as in Gymnasium: ``gem_core.make`` (and every env
+of ``make_vec``) returns the env wrapped in ``gem_core.wrappers.OrderEnforcing``, which raises
+``EpisodeOverError`` ("the episode is over; call reset()"), a ``RuntimeError``, for a ``step`` before
+the first ``reset`` or after a step that returned ``terminated`` or ``truncated``, before anything
+below it runs, and ``TypeError`` for an action that is not a ``str`` (``check_action``). An env class
+constructed directly has no such wrapper: wrap it yourself (``OrderEnforcing(MyEnv())``) to get the
+checks. ``ToolEnvWrapper`` checks its own episode (it runs no tool call after the end, wherever it sits
+in a stack), and a ``MultiAgentEnv`` checks its own (``gem_core.envs.multiagent``).
 
 Info keys with a shared meaning (envs set those that apply):
   ``success``       bool, the episode's goal was reached (set on the final step)
@@ -35,11 +27,9 @@ Info keys with a shared meaning (envs set those that apply):
 from __future__ import annotations
 
 import copy
-import functools
 import random
 import secrets
-import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Any, ClassVar, Generic, TypeVar
 
 Obs = TypeVar("Obs")
@@ -55,58 +45,10 @@ class EpisodeOverError(RuntimeError):
         super().__init__(message)
 
 
-# Per thread, the (env id, method) pairs inside a guarded call: the inner calls of the same env
-# (``super().step(...)``) are let through unchecked.
-_INSIDE = threading.local()
-
-
-def _inside() -> set[tuple[int, str]]:
-    calls = getattr(_INSIDE, "calls", None)
-    if calls is None:
-        calls = _INSIDE.calls = set()
-    return calls
-
-
-def _guard_step(step: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(step)
-    def guarded(self: EnvBase, action: Any, *args: Any, **kwargs: Any) -> Any:
-        inside, key = _inside(), (id(self), "step")
-        if key in inside:
-            return step(self, action, *args, **kwargs)
-        if self._episode_over:
-            raise EpisodeOverError()
-        self._check_action(action)
-        inside.add(key)
-        try:
-            result = step(self, action, *args, **kwargs)
-        finally:
-            inside.discard(key)
-        if self._ends_episode(result):
-            self._episode_over = True
-        return result
-
-    guarded._episode_guard = True  # type: ignore[attr-defined]
-    return guarded
-
-
-def _guard_reset(reset: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(reset)
-    def guarded(self: EnvBase, *args: Any, **kwargs: Any) -> Any:
-        inside, key = _inside(), (id(self), "reset")
-        if key in inside:
-            return reset(self, *args, **kwargs)
-        inside.add(key)
-        self._episode_over = False  # before the body, which may end a degenerate episode at once
-        try:
-            return reset(self, *args, **kwargs)
-        except BaseException:
-            self._episode_over = True
-            raise
-        finally:
-            inside.discard(key)
-
-    guarded._episode_guard = True  # type: ignore[attr-defined]
-    return guarded
+def check_action(action: Any) -> None:
+    """Raise ``TypeError`` unless ``action`` is a ``str`` (an action is text)."""
+    if not isinstance(action, str):
+        raise TypeError(f"an action is a str, got {type(action).__name__}")
 
 
 class EnvBase:
@@ -133,31 +75,7 @@ class EnvBase:
         """Record the constructor arguments (see "Constructor arguments" in the class docstring)."""
         instance = super().__new__(cls)
         instance._init_args = (args, dict(kwargs))
-        instance._episode_over = True  # no episode runs until the first reset
         return instance
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Guard the ``step`` and ``reset`` this class defines (see the module docstring)."""
-        super().__init_subclass__(**kwargs)
-        for name, guard in (("step", _guard_step), ("reset", _guard_reset)):
-            method = cls.__dict__.get(name)
-            if callable(method) and not getattr(method, "_episode_guard", False):
-                setattr(cls, name, guard(method))
-
-    @property
-    def episode_over(self) -> bool:
-        """True before the first ``reset`` and after the episode ended: ``step`` would raise
-        ``EpisodeOverError``."""
-        return self._episode_over
-
-    def _check_action(self, action: Any) -> None:
-        """Raise ``TypeError`` unless ``action`` has the type ``step`` takes (a ``str``)."""
-        if not isinstance(action, str):
-            raise TypeError(f"an action is a str, got {type(action).__name__}")
-
-    def _ends_episode(self, result: Any) -> bool:
-        """Whether the value ``step`` returned ends the episode (``terminated`` or ``truncated``)."""
-        return bool(result[2] or result[3])
 
     def _seed(self, seed: int | None) -> None:
         """Re-seed the generators with ``seed``; without one, keep them (or seed from OS entropy once)."""
@@ -230,8 +148,8 @@ class Env(EnvBase, Generic[Obs]):
         """Apply one action (untrusted model text) and return ``(obs, reward, terminated, truncated, info)``.
 
         Any string, however malformed, must give an observation (usually with a penalty), never an
-        exception. (A non-``str`` action raises ``TypeError`` and a step outside an episode raises
-        ``EpisodeOverError`` before this method runs; see the module docstring.)
+        exception. (Through ``gem_core.make``, a non-``str`` action raises ``TypeError`` and a step
+        outside an episode raises ``EpisodeOverError`` before this method runs: ``OrderEnforcing``.)
         """
         raise NotImplementedError
 

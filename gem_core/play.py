@@ -78,7 +78,7 @@ def play(
 
 def _start(env: Any, seed: int | None, print_fn: Callable[..., Any]) -> EpisodeSummary:
     obs, _ = env.reset(seed=seed)
-    print_fn(f"=== {env} (seed {getattr(env.unwrapped, 'seed', seed)}) ===")
+    print_fn(f"=== {env.unwrapped} (seed {getattr(env.unwrapped, 'seed', seed)}) ===")
     print_fn(obs)
     print_fn(HELP)
     return EpisodeSummary()

@@ -55,7 +55,7 @@ class EnvSpec:
         return getattr(importlib.import_module(module_name), attr)
 
     def make(self, **kwargs: Any) -> Env:
-        """Build the env; a ``seed`` its constructor does not take seeds its generators (as
+        """Build the bare env (``gem_core.make`` wraps it in ``OrderEnforcing``); a ``seed`` its constructor does not take seeds its generators (as
         ``reset(seed=...)`` would), so that a first ``reset()`` without a seed is reproducible."""
         factory = self.load()
         seed = kwargs.pop("seed", None) if "seed" in kwargs and not _takes(factory, "seed") else None
@@ -126,8 +126,17 @@ def spec(id: str) -> EnvSpec:
 
 
 def make(id: str, **kwargs: Any) -> Env:
-    """Build the env registered as ``id``; ``kwargs`` override its registered defaults."""
-    return spec(id).make(**kwargs)
+    """Build the env registered as ``id`` (``kwargs`` override its registered defaults), wrapped in
+    ``OrderEnforcing``: a step before the first reset or after the end raises ``EpisodeOverError``, a
+    non-``str`` action ``TypeError`` (``gem_core.wrappers.order_enforcing``). ``EnvSpec.make`` builds the
+    bare env."""
+    return _enforced(spec(id), kwargs)
+
+
+def _enforced(env_spec: EnvSpec, kwargs: dict[str, Any]) -> Env:
+    from gem_core.wrappers.order_enforcing import OrderEnforcing
+
+    return OrderEnforcing(env_spec.make(**kwargs))
 
 
 def print_envs() -> None:
@@ -163,7 +172,8 @@ def make_vec(
 ):
     """A vector env of ``num_envs`` copies of one id, or one env per id in a list.
 
-    ``wrappers`` are applied in order to each env. ``backend`` is ``"sync"``, ``"threads"`` (the
+    Each env is built as ``make`` builds it (inside ``OrderEnforcing``), then ``wrappers`` are applied
+    to it in order. ``backend`` is ``"sync"``, ``"threads"`` (the
     default: a thread per env, I/O-bound steps overlap), ``"processes"`` (worker processes, CPU-bound
     steps in parallel) or ``"ray"`` (Ray actors). ``asynchronous`` is a deprecated alias: ``True`` is
     ``"threads"``, ``False`` is ``"sync"`` (``gem_core.vector.backends.resolve_backend``).
@@ -206,7 +216,7 @@ def make_vec(
 
 
 def _build_env(env_spec: EnvSpec, kwargs: dict[str, Any], wrappers: Sequence[Callable[[Env], Env]]) -> Env:
-    env = env_spec.make(**kwargs)
+    env = _enforced(env_spec, kwargs)
     for wrap in wrappers:
         env = wrap(env)
     return env

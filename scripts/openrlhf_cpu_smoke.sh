@@ -25,8 +25,6 @@ export TORCH_EXTENSIONS_DIR="$out/torch_extensions" VLLM_CPU_CI_ENV=1
 ray_tmp="$(mktemp -d /tmp/gem-ray-XXXXXX)"
 trap 'rm -rf "$ray_tmp"' EXIT
 export RAY_TMPDIR="$ray_tmp" RAY_DEDUP_LOGS=0
-# GEM: per-turn ReBN (or the estimator named by GEM_OPENRLHF_ESTIMATOR) in OpenRLHF's trainer actor (through the runtime-env hook that gem_adapters.openrlhf.cpu sets).
-export GEM_OPENRLHF_ESTIMATOR="${GEM_OPENRLHF_ESTIMATOR:-rebn}"  # e.g. gigpo (state keys from the executor)
 
 "$py" - "$out" <<'EOF'
 import sys
@@ -53,7 +51,8 @@ EOF
 agent_func="$("$py" -m gem_adapters.openrlhf.agent_func)"
 start=$(date +%s)
 set +e
-"$py" -m gem_adapters.openrlhf.cpu \
+# --gem.estimator rebn: per-turn ReBN in OpenRLHF's trainer actor (GemOpenRLHFConfig, gem_adapters/openrlhf/hook.py).
+"$py" -m gem_adapters.openrlhf.cpu --gem.estimator rebn \
   --actor.num_nodes 1 --actor.num_gpus_per_node 1 --ref.num_nodes 1 --ref.num_gpus_per_node 1 \
   --vllm.num_engines 1 --vllm.tensor_parallel_size 1 --vllm.gpu_memory_utilization 0.05 --train.colocate_all \
   --ds.zero_stage "${GEM_OPENRLHF_ZERO_STAGE:-2}" \

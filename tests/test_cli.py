@@ -14,7 +14,7 @@ import pytest
 
 import gem_core
 from gem_adapters.evaluation import pass_at_k
-from gem_adapters.trajectory import read_jsonl
+from gem_adapters.jsonl import read_jsonl
 from gem_core.cli import main
 
 GUESS = "game:GuessTheNumber-v1-easy"

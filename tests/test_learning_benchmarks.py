@@ -75,7 +75,7 @@ def test_range_hints_bracket_the_target():
 
 
 def test_first_guess_metrics_find_the_midpoints_of_each_range():
-    from gem_adapters.trajectory import Episode, Turn
+    from gem_adapters.episode import Episode, Turn
 
     def episode(env_id: str, first_move: str) -> Episode:
         turn = Turn(action=first_move, observation="", reward=0.0, info={}, prompt_ids=[], action_ids=[])

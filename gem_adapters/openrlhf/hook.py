@@ -1,33 +1,38 @@
-"""Installing the GEM estimator where OpenRLHF computes advantages: inside its Ray workers.
+"""What gem_adapters changes in an OpenRLHF run, configured in one place (``GemOpenRLHFConfig``), and how
+it reaches OpenRLHF's Ray workers.
 
-OpenRLHF 0.11 computes advantages in ``RemoteExperienceMaker.compute_advantages_and_returns``, run by
-the ``PPOTrainer`` Ray actor (its single controller). ``--train.agent_func_path`` is loaded only in
-the vLLM engine actors (``openrlhf.trainer.ray.vllm_engine._load_agent_executor``), so a patch made
-when the agent module is imported never reaches the trainer; neither does one made in the driver.
-Ray's own hooks do:
+Two changes, both optional: the GEM per-turn ``estimator`` replaces OpenRLHF's in the trainer, and
+``cpu`` patches OpenRLHF's CUDA calls in every worker (``gem_adapters.openrlhf.cpu``). A launcher
+builds the configuration and says so: ``examples/train_openrlhf.py`` (``--advantage_estimator``) and
+``python -m gem_adapters.openrlhf.cpu`` (``--gem.estimator``) each build a ``GemOpenRLHFConfig`` and put
+``config.environment()`` into the environment of the OpenRLHF driver they start. Nothing else
+configures it.
 
-* ``runtime_env_hook``: with ``RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.runtime_env_hook`` in
-  the driver's environment, Ray passes the ``runtime_env`` that OpenRLHF gives ``ray.init`` through
-  this function, which adds ``worker_process_setup_hook`` (``setup_worker``, run at the start of
-  every worker process of the job) and ``GEM_OPENRLHF_ESTIMATOR`` to the workers' ``env_vars`` (the
-  vLLM engine actors read it to send per-turn rewards).
-* ``setup_worker``: patches ``RemoteExperienceMaker`` as soon as
-  ``openrlhf.trainer.ppo_utils.experience_maker`` is imported in the worker (at once if it already
-  is); workers that never import it (vLLM engines, model actors) pay nothing.
+Why the environment: OpenRLHF 0.11 computes advantages in
+``RemoteExperienceMaker.compute_advantages_and_returns``, run by the ``PPOTrainer`` Ray actor (its single
+controller), and ``--train.agent_func_path`` is loaded only in the vLLM engine actors
+(``openrlhf.trainer.ray.vllm_engine._load_agent_executor``), so a patch made when the agent module is
+imported never reaches the trainer; neither does one made in the driver. Ray's own hooks do, and
+environment variables are their transport (this table is the one place they are described):
 
-Launch (one line; the estimator's name is read from the driver's environment)::
+| variable | put in the driver's environment by | read by |
+|---|---|---|
+| ``RAY_RUNTIME_ENV_HOOK`` | ``config.environment()`` | Ray, in the driver's ``ray.init``: it passes OpenRLHF's ``runtime_env`` through ``runtime_env_hook``, which adds ``worker_process_setup_hook`` (``setup_worker``) and the two variables below to the workers' ``env_vars`` |
+| ``GEM_OPENRLHF_ESTIMATOR`` | ``config.environment()`` (when ``estimator``) | ``setup_worker`` (patches ``RemoteExperienceMaker`` when ``openrlhf.trainer.ppo_utils.experience_maker`` is imported; workers that never import it pay nothing) and the agent executor in the vLLM engine actors (sends per-turn rewards) |
+| ``GEM_OPENRLHF_CPU`` | ``config.environment()`` (when ``cpu``) | ``setup_worker`` (``gem_adapters.openrlhf.cpu.install``) |
+
+``GemOpenRLHFConfig.from_environment()`` is the one reader of the last two.
+
+Launching ``train_ppo_ray`` yourself, give it ``GemOpenRLHFConfig(estimator="rebn").environment()``::
 
     GEM_OPENRLHF_ESTIMATOR=rebn RAY_RUNTIME_ENV_HOOK=gem_adapters.openrlhf.hook.runtime_env_hook \\
         python -m openrlhf.cli.train_ppo_ray --algo.advantage.estimator reinforce \\
         --train.agent_func_path "$(python -m gem_adapters.openrlhf.agent_func)" ...
 
-Submitting to a running cluster with ``ray job submit`` instead, give the same two entries directly:
+Submitting to a running cluster with ``ray job submit`` instead, give the workers' entries directly:
 ``--runtime-env-json '{"worker_process_setup_hook": "gem_adapters.openrlhf.hook.setup_worker",
 "env_vars": {"GEM_OPENRLHF_ESTIMATOR": "rebn"}}'``. (Ray skips ``RAY_RUNTIME_ENV_HOOK`` for drivers
 started with ``uv run``.) In one process (a custom driver, tests): ``install()`` / ``uninstall()``.
-
-The same hook carries OpenRLHF's CPU patches to every worker when ``GEM_OPENRLHF_CPU=1`` is in the
-driver's environment (``python -m gem_adapters.openrlhf.cpu`` sets it; ``gem_adapters/openrlhf/cpu.py``).
 """
 
 from __future__ import annotations
@@ -36,53 +41,104 @@ import functools
 import importlib
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from gem_adapters.openrlhf.estimator import (
+from gem_adapters.openrlhf.advantages import (
     ESTIMATOR_ENV,
     compute_advantages_and_returns,
     configured_estimator,
+    estimator_names,
 )
 from gem_adapters.patching import patch_on_import
 
 CPU_ENV = "GEM_OPENRLHF_CPU"  # "1": also patch OpenRLHF for CPU in every worker (gem_adapters.openrlhf.cpu)
+RUNTIME_ENV_HOOK = f"{__name__}.runtime_env_hook"
 
 TARGET = "openrlhf.trainer.ppo_utils.experience_maker"
 SETUP_HOOK = f"{__name__}.setup_worker"
 _ORIGINAL = "_gem_original_compute_advantages_and_returns"
 
 
+@dataclass(frozen=True)
+class GemOpenRLHFConfig:
+    """What gem_adapters changes in an OpenRLHF run (see the module docstring).
+
+    ``estimator``: a GEM estimator OpenRLHF can feed (``estimator_names()``: no critic values) that
+    replaces OpenRLHF's in the trainer; launch with ``--algo.advantage.estimator reinforce``. None
+    keeps OpenRLHF's own. ``cpu``: patch OpenRLHF's CUDA calls in every worker."""
+
+    estimator: str | None = None
+    cpu: bool = False
+
+    def __post_init__(self) -> None:
+        if self.estimator is not None and self.estimator not in estimator_names():
+            raise ValueError(f"estimator {self.estimator!r}: choose one of {estimator_names()}")
+
+    @property
+    def changes_anything(self) -> bool:
+        return self.estimator is not None or self.cpu
+
+    def environment(self) -> dict[str, str]:
+        """The entries of the OpenRLHF driver's environment that carry this configuration to every Ray
+        worker (empty when it changes nothing)."""
+        if not self.changes_anything:
+            return {}
+        return {"RAY_RUNTIME_ENV_HOOK": RUNTIME_ENV_HOOK, **self.worker_variables()}
+
+    def worker_variables(self) -> dict[str, str]:
+        """The variables the workers read (``from_environment``)."""
+        return {
+            **({ESTIMATOR_ENV: self.estimator} if self.estimator is not None else {}),
+            **({CPU_ENV: "1"} if self.cpu else {}),
+        }
+
+    @classmethod
+    def from_environment(cls) -> GemOpenRLHFConfig:
+        """The configuration the variables of this process carry (in a worker, or in the driver's hook)."""
+        return cls(estimator=configured_estimator(), cpu=os.environ.get(CPU_ENV) == "1")
+
+
+TRANSPORT_VARIABLES = ("RAY_RUNTIME_ENV_HOOK", ESTIMATOR_ENV, CPU_ENV)  # what ``environment()`` may set
+
+
+def launch_environment(config: GemOpenRLHFConfig, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with ``config``'s entries and no other value of
+    the variables that carry it: what a launcher passes to the OpenRLHF driver it starts."""
+    env = {k: v for k, v in (os.environ if base is None else base).items() if k not in TRANSPORT_VARIABLES}
+    return {**env, **config.environment()}
+
+
 def runtime_env_hook(runtime_env: dict[str, Any] | None) -> dict[str, Any]:
-    """``RAY_RUNTIME_ENV_HOOK``: ``runtime_env`` plus the setup hook and the variables it reads
-    (the estimator's name, and ``GEM_OPENRLHF_CPU`` when set)."""
-    name = configured_estimator()
-    cpu = os.environ.get(CPU_ENV) == "1"
-    if name is None and not cpu:
-        raise ValueError(f"set {ESTIMATOR_ENV} (e.g. rebn) or {CPU_ENV}=1 in the driver's environment")
+    """``RAY_RUNTIME_ENV_HOOK``: ``runtime_env`` plus the setup hook and the variables it reads."""
+    config = GemOpenRLHFConfig.from_environment()
+    if not config.changes_anything:
+        raise ValueError(
+            f"the driver's environment configures nothing ({ESTIMATOR_ENV}, {CPU_ENV}): "
+            "put GemOpenRLHFConfig(...).environment() in it"
+        )
     env = dict(runtime_env or {})
     existing = env.get("worker_process_setup_hook")
     if existing not in (None, SETUP_HOOK):
         raise ValueError(f"the runtime env already has a worker_process_setup_hook ({existing!r})")
     env["worker_process_setup_hook"] = SETUP_HOOK
-    env["env_vars"] = {
-        **dict(env.get("env_vars") or {}),
-        **({ESTIMATOR_ENV: name} if name is not None else {}),
-        **({CPU_ENV: "1"} if cpu else {}),
-    }
+    env["env_vars"] = {**dict(env.get("env_vars") or {}), **config.worker_variables()}
     return env
 
 
 def setup_worker() -> None:
-    """``worker_process_setup_hook``: patch the experience maker of this worker when it is imported, and
-    OpenRLHF's CUDA calls when ``GEM_OPENRLHF_CPU=1`` (``gem_adapters.openrlhf.cpu.install``)."""
-    if os.environ.get(CPU_ENV) == "1":
+    """``worker_process_setup_hook``: what ``GemOpenRLHFConfig.from_environment()`` says, in this worker:
+    OpenRLHF's CUDA calls patched (``cpu``; ``gem_adapters.openrlhf.cpu.install``) and the experience
+    maker patched when it is imported (``estimator``)."""
+    config = GemOpenRLHFConfig.from_environment()
+    if config.cpu:
         from gem_adapters.openrlhf import cpu
 
         cpu.install()
-    name = configured_estimator()
-    if name is not None:
-        patch_on_import(TARGET, functools.partial(_patch, estimator=name))
+    if config.estimator is not None:
+        patch_on_import(TARGET, functools.partial(_patch, estimator=config.estimator))
 
 
 def install(estimator: str | None = None) -> None:

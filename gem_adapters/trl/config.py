@@ -92,18 +92,34 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError(
                 f"{estimator.name!r} needs a critic's values: use GEMPPOConfig with GEMPPOTrainer"
                 if not self.trains_critic
-                else "GEMPPOTrainer's advantages are turn-level GAE: advantage_estimator must be 'gae'"
+                else "GEMPPOTrainer's advantages come from its critic's values: advantage_estimator must be a "
+                f"registered estimator with needs_values=True, one of {value_estimator_names()}, not {estimator.name!r}"
             )
 
     trains_critic = False  # a class attribute, not a field: GEMPPOConfig says True
 
 
+def value_estimator_names() -> list[str]:
+    """The registered estimators that read a critic's values (``needs_values``): what ``GEMPPOConfig``
+    accepts (``"gae"`` and any a plugin registers)."""
+    from gem_adapters.advantages import estimator_names, get_estimator
+
+    return [name for name in estimator_names(values=True) if get_estimator(name).needs_values]
+
+
 @dataclass
 class GEMPPOConfig(GEMGRPOConfig):
-    """``GEMGRPOConfig`` for ``GEMPPOTrainer``: turn-level GAE from a critic trained beside the policy."""
+    """``GEMGRPOConfig`` for ``GEMPPOTrainer``: advantages from a critic trained beside the policy, by a
+    value estimator (``needs_values``; turn-level GAE by default)."""
 
     trains_critic = True
-    advantage_estimator: str = field(default="gae", metadata={"help": "Always 'gae'."})
+    advantage_estimator: str = field(
+        default="gae",
+        metadata={
+            "help": "A registered estimator that reads the critic's values (needs_values=True): 'gae' "
+            "(turn-level GAE), or one another package registers (value_estimator_names())."
+        },
+    )
     lam: float = field(default=1.0, metadata={"help": "GAE lambda over turns."})
     critic_learning_rate: float = field(default=1e-3, metadata={"help": "Adam step size of the critic."})
     critic_epochs: int = field(default=4, metadata={"help": "Critic passes over each generation batch."})

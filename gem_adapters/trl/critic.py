@@ -3,15 +3,20 @@
 The critic (``TurnCritic``) is a copy of the policy's transformer with a scalar head, initialised
 from the policy's weights (head at zero). Its value of turn ``k`` is read at the last token before
 action ``k`` (the end of the prompt the policy answered), so the value is a function of the state
-the policy acted in. Each generation batch:
+the policy acted in. Two separate calls per generation batch:
 
-1. values ``V(s_k)`` for every turn (no gradient);
-2. advantages by turn-level GAE(gamma, lam) from ``gem_adapters.advantages`` (``"gae"``), optionally
-   whitened over the batch's turns;
-3. ``critic_epochs`` Adam steps of the critic on ``(V(s_k) - (A_k + V_old(s_k)))^2``, the lambda-returns
-   as targets, each step's gradient accumulated over micro-batches;
-4. the advantages go on each turn's tokens and TRL's clipped policy loss trains the policy, exactly
-   as for the critic-free estimators.
+* scoring (``turn_advantages``, called by TRL's generation step) computes advantages and trains
+  nothing: values ``V(s_k)`` for every turn (no gradient), then the configured
+  ``advantage_estimator`` on them, optionally whitened over the batch's turns; the advantages go on
+  each turn's tokens and TRL's clipped policy loss trains the policy, exactly as for the critic-free
+  estimators. The estimator is any registered one that reads values (``needs_values=True``):
+  ``"gae"`` (turn-level GAE(gamma, lam), the default) or one another package registers
+  (``docs/custom-estimators.md``);
+* the critic's own step (``critic_step``, called explicitly by ``training_step`` once per generation
+  batch, after the policy's step on its first micro-batch): ``critic_epochs`` Adam steps on
+  ``(V(s_k) - (A_k + V_old(s_k)))^2``, the targets being the estimator's advantages (before
+  whitening) plus the values they were computed from (for GAE, the lambda-returns), each step's
+  gradient accumulated over micro-batches. Evaluation batches never train the critic.
 
 The critic reads the batch in micro-batches of ``critic_micro_batch_size`` episodes of similar length
 (longest first), so a forward pass pads each episode to its neighbours' length rather than to the
@@ -86,26 +91,58 @@ class GEMPPOTrainer(GEMGRPOTrainer):
         )
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=args.critic_learning_rate)
         self.pad_id = getattr(self.processing_class, "pad_token_id", None) or 0
+        self._critic_trained_on: Sequence[Episode] | None = (
+            None  # the generation batch of the last critic_step
+        )
 
     def turn_advantages(self, episodes: Sequence[Episode]) -> list[np.ndarray]:
-        with torch.no_grad():
-            old = [v.double().cpu().numpy() for v in self.critic_values(episodes)]
-        advantages = advantages_for_episodes(
-            "gae", episodes, gamma=self.args.gamma, lam=self.args.lam, values=old
-        )
-        targets = [torch.from_numpy(a + v).float() for a, v in zip(advantages, old)]
-        first_loss = self.fit_critic(episodes, targets)
-        target_np, flat_old = torch.cat(targets).double().numpy(), np.concatenate(old)
-        variance = float(np.var(target_np))
-        explained = 1.0 - float(np.var(target_np - flat_old)) / variance if variance > 0 else float("nan")
-        mode = "train" if self.model.training else "eval"
-        self._metrics[mode]["critic/loss"].append(first_loss)
-        self._metrics[mode]["critic/explained_variance"].append(explained)
+        """The configured estimator's advantages on the critic's current values, optionally whitened
+        over the batch's turns. Trains nothing (the critic's step is ``critic_step``)."""
+        advantages = self.value_advantages(episodes, self.old_values(episodes))
         if self.args.whiten_advantages:
             flat = np.concatenate(advantages)
             mean, std = flat.mean(), flat.std()
             advantages = [(a - mean) / (std + self.args.advantage_eps) for a in advantages]
         return advantages
+
+    def old_values(self, episodes: Sequence[Episode]) -> list[np.ndarray]:
+        """The critic's per-turn values of ``episodes`` (float64, no gradient)."""
+        with torch.no_grad():
+            return [v.double().cpu().numpy() for v in self.critic_values(episodes)]
+
+    def value_advantages(self, episodes: Sequence[Episode], values: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """``args.advantage_estimator`` (a registered estimator with ``needs_values``) on ``values``."""
+        return advantages_for_episodes(
+            self.args.advantage_estimator,
+            episodes,
+            gamma=self.args.gamma,
+            lam=self.args.lam,
+            eps=self.args.advantage_eps,
+            values=values,
+        )
+
+    def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
+        """TRL's training step of the policy, then, once per generation batch, the critic's."""
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.last_episodes and self.last_episodes is not self._critic_trained_on:
+            self.critic_step(self.last_episodes)
+        return loss
+
+    def critic_step(self, episodes: Sequence[Episode]) -> float:
+        """``critic_epochs`` steps of the critic towards ``A_k + V_old(s_k)`` on ``episodes`` (the
+        advantages before whitening); logs ``critic/loss`` and ``critic/explained_variance``, returns
+        the loss before the update."""
+        old = self.old_values(episodes)
+        targets = [torch.from_numpy(a + v).float() for a, v in zip(self.value_advantages(episodes, old), old)]
+        with self.clock.phase("critic"):
+            first_loss = self.fit_critic(episodes, targets)
+        target_np, flat_old = torch.cat(targets).double().numpy(), np.concatenate(old)
+        variance = float(np.var(target_np))
+        explained = 1.0 - float(np.var(target_np - flat_old)) / variance if variance > 0 else float("nan")
+        self._metrics["train"]["critic/loss"].append(first_loss)
+        self._metrics["train"]["critic/explained_variance"].append(explained)
+        self._critic_trained_on = episodes
+        return first_loss
 
     def micro_batches(self, episodes: Sequence[Episode]) -> list[list[int]]:
         """Indices of ``episodes`` in groups of ``critic_micro_batch_size``, longest episodes first."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gem_adapters.advantages import ESTIMATORS, Estimator, get_estimator, on_register, token_advantages
+from gem_adapters.advantages import Estimator, estimator_names, get_estimator, on_register, token_advantages
 from gem_adapters.verl import state_keys
 from gem_adapters.verl.token_rewards import turns_from_tokens
 
@@ -87,8 +87,8 @@ def register_estimators(*, with_state_keys: bool = True) -> list[str]:
     global _FOLLOWING
     if with_state_keys and not state_keys.PATCHES.installed:
         state_keys.PATCHES.install()
-        for estimator in list(ESTIMATORS.values()):
-            _register_with_verl(estimator)
+        for name in estimator_names(values=False, state_keys=True):  # skipped until the transport was in
+            _register_with_verl(get_estimator(name))
     if not _FOLLOWING:
         _FOLLOWING = True
         on_register(_register_with_verl)

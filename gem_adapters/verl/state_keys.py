@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from gem_adapters.advantages import ESTIMATORS, state_keys_from_json, state_keys_to_json
+from gem_adapters.advantages import get_estimator, state_keys_from_json, state_keys_to_json
 from gem_adapters.patching import Line, Patch, PatchSet, wrap
 
 FIELD = "gem_state_keys"
@@ -65,8 +65,12 @@ def needs_state_keys(adv_estimator: Any) -> bool:
     from gem_adapters.verl.advantages import PREFIX
 
     name = str(getattr(adv_estimator, "value", adv_estimator))
-    estimator = ESTIMATORS.get(name.removeprefix(PREFIX)) if name.startswith(PREFIX) else None
-    return estimator is not None and estimator.needs_state_keys
+    if not name.startswith(PREFIX):
+        return False
+    try:
+        return get_estimator(name.removeprefix(PREFIX)).needs_state_keys
+    except KeyError:
+        return False
 
 
 def _read_field(tq: Any, keys: Sequence[str], partition_id: str) -> list[str]:

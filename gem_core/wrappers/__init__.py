@@ -1,4 +1,5 @@
-"""Wrappers: change how an env is observed, budgeted or measured, with explicit forwarding."""
+"""Wrappers: change how an env is observed, budgeted or measured, or check the order of its calls
+(``OrderEnforcing``, applied by ``gem_core.make``), with explicit forwarding."""
 
 from gem_core.wrappers.budget import ContextBudget, TimeLimit
 from gem_core.wrappers.episode import EpisodeStatistics
@@ -10,6 +11,7 @@ from gem_core.wrappers.observation import (
     LastKTurns,
     ObservationActionHistory,
 )
+from gem_core.wrappers.order_enforcing import OrderEnforcing
 from gem_core.wrappers.tools import ToolEnvWrapper
 from gem_core.wrappers.wrapper_factory import WRAPPER_FACTORY, get_wrapper_fns
 
@@ -23,6 +25,7 @@ __all__ = [
     "HistoryWrapper",
     "LastKTurns",
     "ObservationActionHistory",
+    "OrderEnforcing",
     "TimeLimit",
     "ToolEnvWrapper",
     "get_wrapper_fns",

@@ -27,8 +27,9 @@ Tool calls are made on behalf of the env (``gem_core.tools.base.calling_for``): 
 resource (the sandbox pool) shares itself fairly between the envs that use it, whatever one of them
 sends.
 
-Stepping after the episode ended raises ``EpisodeOverError`` before any tool is parsed or run (as
-for every wrapper, ``gem_core.core``).
+The wrapper checks its own episode, wherever it sits in a stack (on top of ``gem_core.make``'s
+``OrderEnforcing`` too): a step before the first reset or after the episode ended raises
+``EpisodeOverError``, and a non-``str`` action ``TypeError``, before any tool is parsed or run.
 
 Tools are shared, static resources (``_static_attributes``): snapshots do not copy them, spawned
 envs use the same ones, and closing the env leaves them open (close them yourself).
@@ -39,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gem_core.core import Env, StepResult, Wrapper
+from gem_core.core import Env, EpisodeOverError, StepResult, Wrapper, check_action
 from gem_core.tools.base import Tool, calling_for
 
 
@@ -73,23 +74,30 @@ class ToolEnvWrapper(Wrapper):
         )
         self.tool_uses = self.tool_successes = self.tool_errors = 0
         self.tool_bonus = 0.0  # earned by this episode's calls, paid only if it solves its task
+        self.episode_over = True  # no tool runs before the first reset or after the episode ended
 
     def instructions(self) -> str:
         text = "\n\n".join(tool.instruction() for tool in self.tools)
         return f"Available tools:\n{text}" if len(self.tools) > 1 else text
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self.episode_over = True  # until the reset below returns
         obs, info = self.env.reset(seed=seed, **kwargs)
         self.tool_uses = self.tool_successes = self.tool_errors = 0
         self.tool_bonus = 0.0
+        self.episode_over = False
         return f"{obs}\n\n{self.instructions()}", {**info, **self._counts(), "use_tool": False}
 
     def step(self, action: str) -> StepResult:
+        if self.episode_over:
+            raise EpisodeOverError()
+        check_action(action)
         found = self._find_call(action)
         if found is None:
             obs, reward, terminated, truncated, info = self.env.step(action)
             info = {**info, **self._counts(), "use_tool": False}
             if terminated or truncated:
+                self.episode_over = True
                 paid = min(self.tool_bonus, self.max_tool_bonus) if _solved(reward, info) else 0.0
                 reward, info["tool_bonus"] = reward + paid, paid
             return obs, reward, terminated, truncated, info

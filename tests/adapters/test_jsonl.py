@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from gem_adapters.advantages import advantages_for_episodes
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode import Episode, rescore
+from gem_adapters.jsonl import read_jsonl, write_jsonl
 from gem_adapters.policies import TransformersPolicy
 from gem_adapters.rollout import rollout
-from gem_adapters.trajectory import ChatRenderer, Episode, read_jsonl, rescore, write_jsonl
 
 
 @pytest.fixture(scope="module")

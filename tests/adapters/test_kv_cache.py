@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import gem_core
+from gem_adapters.chat_renderer import ChatRenderer
 from gem_adapters.policies import SamplingParams, TransformersPolicy
 from gem_adapters.policies.base import mark_weights_updated
 from gem_adapters.rollout import aplay_episode, arollout, rollout
-from gem_adapters.trajectory import ChatRenderer
 from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE
 
 ENV_ID = "game:GuessTheNumber-v1-easy"

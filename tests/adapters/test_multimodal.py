@@ -17,19 +17,35 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 Image = pytest.importorskip("PIL.Image")
 
+from gem_adapters.chat_renderer import ChatRenderer  # noqa: E402
+from gem_adapters.episode_builder import EpisodeBuilder  # noqa: E402
+from gem_adapters.jsonl import read_jsonl, write_jsonl  # noqa: E402
 from gem_adapters.multimodal import (  # noqa: E402
     VisionLanguagePolicy,
     images_only_in_first_prompt,
-    sequence_logprobs,
     tiny_llava,
     vision_inputs,
 )
 from gem_adapters.rollout import arollout, rollout  # noqa: E402
-from gem_adapters.trajectory import ChatRenderer, read_jsonl, write_jsonl  # noqa: E402
 
 ENV = "math:GeometryFigures-v0-easy"
 SYSTEM = "Solve the problem."
 IMAGE_TOKENS = 16  # (32 // 8) ** 2 patches of the tiny CLIP tower
+
+
+def sequence_logprobs(model, processor, episodes):
+    """Each episode's logprobs of its generated ids, recomputed by one forward pass over its whole
+    sequence with its images (what a trainer does); aligned with the action ids, turn by turn."""
+    out = []
+    for episode in episodes:
+        sequence = episode.to_sequence(include_closing=False)
+        ids = torch.tensor([sequence.token_ids], dtype=torch.long, device=next(model.parameters()).device)
+        inputs = {k: v.to(ids.device) for k, v in vision_inputs(processor, [episode.images()]).items()}
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), **inputs).logits.float()
+        logp = torch.log_softmax(logits[0, :-1], dim=-1).gather(1, ids[0, 1:, None])[:, 0]
+        out.append([float(logp[i - 1]) for start, end in sequence.turn_spans for i in range(start, end)])
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +76,7 @@ def test_first_prompt_is_what_the_processor_makes_of_the_chat_messages(llava, re
 
 def test_a_text_tokenizer_renderer_refuses_images(tokenizer):
     obs, _ = gem_core.make(ENV).reset(seed=0)
-    builder = ChatRenderer(tokenizer).start(obs)
+    builder = EpisodeBuilder(ChatRenderer(tokenizer), obs)
     with pytest.raises(TypeError, match="MultimodalObservation"):
         builder.context()
 
@@ -138,7 +154,7 @@ def test_images_in_later_turns_join_the_context(llava, renderer):
 def test_context_ids_carry_their_images(renderer):
     env = FigureTwice()
     obs, _ = env.reset(seed=2)
-    builder = renderer.start(obs)
+    builder = EpisodeBuilder(renderer, obs)
     assert builder.context().images == obs.images
     builder.add_action(renderer.encode("red") + [renderer.stop_token_ids[0]])
     feedback = env.step("red")

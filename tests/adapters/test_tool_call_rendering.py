@@ -11,9 +11,9 @@ import asyncio
 import pytest
 
 import gem_core
+from gem_adapters.chat_renderer import ChatRenderer
 from gem_adapters.policies import Generation
 from gem_adapters.rollout import aplay_episode
-from gem_adapters.trajectory import ChatRenderer
 from gem_core.tools.base import Tool
 from gem_core.tools.call_formats import ParsedCalls, ToolCall, call_format_for, get_format
 from gem_core.wrappers.tools import ToolEnvWrapper

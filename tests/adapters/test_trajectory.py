@@ -6,7 +6,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gem_adapters.trajectory import ChatRenderer, Episode, read_jsonl, write_jsonl
+from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episode import Episode
+from gem_adapters.episode_builder import EpisodeBuilder
+from gem_adapters.jsonl import read_jsonl, write_jsonl
 from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE, TRIMMING_TEMPLATE
 
 IM_END = 2  # <|im_end|> in the SmolLM2 vocabulary
@@ -25,7 +28,7 @@ def play(renderer, observations, actions, finish_reasons=None):
     """Build an episode turn by turn; returns it and the context the policy saw before each action.
 
     ``observations`` has one more entry than ``actions`` (the env's final observation)."""
-    builder = renderer.start(observations[0], env_id="test", seed=0)
+    builder = EpisodeBuilder(renderer, observations[0], env_id="test", seed=0)
     contexts = []
     for k, ids in enumerate(actions):
         contexts.append(list(builder.context()))
@@ -196,7 +199,7 @@ def test_prefix_messages_by_hand(tokenizer, tmp_path):
     assert not episode.template_rewrites_history
     # Each episode holds its own copy; the renderer's messages are not shared with it or the caller.
     episode.prefix_messages[1]["content"] = "changed"
-    assert renderer.prefix_messages == DEMO and renderer.start("x").episode.prefix_messages == DEMO
+    assert renderer.prefix_messages == DEMO and EpisodeBuilder(renderer, "x").episode.prefix_messages == DEMO
     episode.prefix_messages[1]["content"] = "\\boxed{5}"
     # Recorded and replayed with the episode.
     write_jsonl(tmp_path / "e.jsonl", [episode])
@@ -408,14 +411,14 @@ def test_text_the_tokenizer_cannot_represent_is_not_a_template_rewrite(tokenizer
 
 def test_builder_misuse_is_an_error(tokenizer):
     renderer = ChatRenderer(tokenizer)
-    builder = renderer.start("hi")
+    builder = EpisodeBuilder(renderer, "hi")
     with pytest.raises(RuntimeError):
         builder.add_feedback("x", 0.0, False, False)
     builder.add_action([5, IM_END])
     with pytest.raises(RuntimeError):
         builder.context()
     with pytest.raises(ValueError):
-        renderer.start("hi").add_action([5, 6], logprobs=[0.0])
+        EpisodeBuilder(renderer, "hi").add_action([5, 6], logprobs=[0.0])
 
 
 def test_shared_renderer_is_one_per_tokenizer_content_and_settings(tokenizer):
@@ -429,3 +432,25 @@ def test_shared_renderer_is_one_per_tokenizer_content_and_settings(tokenizer):
     assert shared_renderer(tokenizer, "other", {"enable_thinking": False}) is not first
     assert shared_renderer(tokenizer, "sys") is not first
     assert first.system_prompt == "sys" and first.template_kwargs == {"enable_thinking": False}
+
+
+def test_the_old_trajectory_module_is_a_deprecated_alias():
+    import importlib
+    import sys
+
+    import gem_adapters.chat_renderer
+    import gem_adapters.episode
+    import gem_adapters.episode_builder
+    import gem_adapters.jsonl
+
+    sys.modules.pop("gem_adapters.trajectory", None)
+    with pytest.warns(DeprecationWarning, match="gem_adapters.trajectory is deprecated"):
+        old = importlib.import_module("gem_adapters.trajectory")
+    homes = (
+        gem_adapters.episode,
+        gem_adapters.chat_renderer,
+        gem_adapters.episode_builder,
+        gem_adapters.jsonl,
+    )
+    for name in old.__all__:
+        assert any(getattr(home, name, None) is getattr(old, name) for home in homes), name

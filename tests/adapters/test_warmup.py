@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gem_adapters.trajectory import ChatRenderer
+from gem_adapters.chat_renderer import ChatRenderer
 from gem_adapters.warmup import scripted_episodes, sft_rows
 
 

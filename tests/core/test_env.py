@@ -6,7 +6,7 @@ import pytest
 
 import gem_core
 from gem_core import Env, Wrapper
-from gem_core.wrappers import EpisodeStatistics, TimeLimit
+from gem_core.wrappers import EpisodeStatistics, OrderEnforcing, TimeLimit
 
 from .toy_envs import CountdownEnv
 
@@ -156,16 +156,13 @@ def test_context_manager_closes():
     assert closed == [True]
 
 
-# ---- one behaviour at the edges of an episode (gem_core.core's guard) ----------------------------
-class Layered(CountdownEnv):
-    """A subclass whose step and reset call super(): the guard must check once, not per level."""
+# ---- the edges of an episode: OrderEnforcing, which make() applies -------------------------------
+class Counted(CountdownEnv):
+    """Counts the calls that reach the env."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.steps = 0
-
-    def reset(self, seed=None, **kwargs):
-        return super().reset(seed, **kwargs)
 
     def step(self, action):
         self.steps += 1
@@ -178,11 +175,23 @@ class BrokenReset(CountdownEnv):
         raise ValueError("no episode today")
 
 
+def test_make_wraps_the_env_in_order_enforcing_visibly():
+    env = gem_core.make("game:GuessTheNumber-v0-easy")
+    assert isinstance(env, OrderEnforcing) and str(env) == "<OrderEnforcing<game:GuessTheNumber-v0-easy>>"
+    assert not isinstance(env.unwrapped, OrderEnforcing) and env.spec.id == "game:GuessTheNumber-v0-easy"
+    assert isinstance(env.spawn(), OrderEnforcing) and env.episode_over
+    vec = gem_core.make_vec("game:GuessTheNumber-v0-easy", 2, backend="sync", wrappers=[EpisodeStatistics])
+    try:
+        assert all(isinstance(e, EpisodeStatistics) and isinstance(e.env, OrderEnforcing) for e in vec.envs)
+    finally:
+        vec.close()
+
+
 def test_episode_over_before_reset_and_after_the_end():
     from gem_core import EpisodeOverError
 
     assert issubclass(EpisodeOverError, RuntimeError)
-    env = Layered(length=2)
+    env = OrderEnforcing(Counted(length=2))
     assert env.episode_over
     with pytest.raises(EpisodeOverError, match=r"^the episode is over; call reset\(\)$"):
         env.step("1")
@@ -190,46 +199,62 @@ def test_episode_over_before_reset_and_after_the_end():
     assert not env.episode_over
     with pytest.raises(TypeError, match=r"^an action is a str, got bytes$"):
         env.step(b"1")
-    wrong = str((env.secret + 1) % 10)
+    wrong = str((env.unwrapped.secret + 1) % 10)
     env.step(wrong)
     *_, terminated, truncated, _ = env.step(wrong)
-    assert truncated and env.episode_over and env.steps == 2
+    assert truncated and env.episode_over and env.unwrapped.steps == 2
     with pytest.raises(EpisodeOverError):
         env.step(wrong)
-    assert env.steps == 2  # the env's own step never ran
+    assert env.unwrapped.steps == 2  # the env's own step never ran
     env.reset(seed=1)
     env.step(wrong)
-    assert env.steps == 3
+    assert env.unwrapped.steps == 3
 
 
-def test_each_wrapper_layer_checks_its_own_episode():
+def test_a_directly_constructed_env_is_bare():
+    env = Counted(length=1)
+    assert not hasattr(env, "episode_over")
+    env.reset(seed=0)
+    env.step("x")
+    env.step("x")  # no wrapper, no check: the env's own step runs
+    assert env.steps == 2
+
+
+def test_order_enforcing_sees_the_end_of_the_whole_stack_below_it():
     from gem_core import EpisodeOverError
 
-    env = Shout(TimeLimit(CountdownEnv(length=10), max_turns=1))
+    env = OrderEnforcing(Shout(TimeLimit(CountdownEnv(length=10), max_turns=1)))
     env.reset(seed=0)
     *_, truncated, _ = env.step("x")
-    assert truncated and env.episode_over and env.env.episode_over and not env.unwrapped.episode_over
+    assert truncated and env.episode_over
     with pytest.raises(EpisodeOverError):
         env.step("x")
-    assert env.shouts == 1
+    assert env.env.shouts == 1
     env.reset(seed=0)
-    assert not any(layer.episode_over for layer in (env, env.env, env.unwrapped))
+    assert not env.episode_over
 
 
 def test_a_reset_that_raises_leaves_no_episode():
     from gem_core import EpisodeOverError
 
-    env = BrokenReset()
+    env = OrderEnforcing(BrokenReset())
     with pytest.raises(ValueError):
         env.reset(seed=0)
     with pytest.raises(EpisodeOverError):
         env.step("1")
+    live = OrderEnforcing(CountdownEnv(length=5))
+    live.reset(seed=0)
+    live.step("x")
+    live.env.reset = BrokenReset().reset  # the next reset fails mid-episode
+    with pytest.raises(ValueError):
+        live.reset(seed=1)
+    assert live.episode_over
 
 
 def test_snapshots_keep_the_end_of_an_episode():
     from gem_core import EpisodeOverError
 
-    env = CountdownEnv(length=1)
+    env = OrderEnforcing(CountdownEnv(length=1))
     env.reset(seed=0)
     live = env.get_state()
     env.step("x")

@@ -83,7 +83,7 @@ def play():
     try:
         env = gem_core.make("test:NimFromFunction-v0")
         env.reset(seed=0)
-        assert env.max_pile == 9
+        assert env.unwrapped.max_pile == 9
     except Exception as exc:
         errors.append(repr(exc))
 threads = [threading.Thread(target=play) for _ in range(8)]

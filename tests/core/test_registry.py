@@ -12,14 +12,14 @@ from gem_core.wrappers import TimeLimit
 def test_reference_gem_ids_resolve():
     for env_id in ["game:GuessTheNumber-v1-hard", "game:GuessTheNumber-v1-easy", "game:GuessTheNumber-v1"]:
         assert env_id in gem_core.list_envs()
-    env = gem_core.make("game:GuessTheNumber-v1-hard")
+    env = gem_core.make("game:GuessTheNumber-v1-hard").unwrapped
     assert (env.max_number, env.max_turns) == (50, 7)
-    easy = gem_core.make("game:GuessTheNumber-v1-easy")
+    easy = gem_core.make("game:GuessTheNumber-v1-easy").unwrapped
     assert (easy.max_number, easy.max_turns) == (10, 4)
 
 
 def test_make_kwargs_override_defaults():
-    env = gem_core.make("game:GuessTheNumber-v1-easy", max_turns=9)
+    env = gem_core.make("game:GuessTheNumber-v1-easy", max_turns=9).unwrapped
     assert env.max_turns == 9 and env.max_number == 10
 
 
@@ -41,7 +41,7 @@ def test_register_custom_env_and_duplicate_rejected():
     spec = gem_core.register("test:Custom-v0", "tests.core.toy_envs:CountdownEnv", length=2)
     try:
         env = gem_core.make("test:Custom-v0")
-        assert env.length == 2 and env.spec is spec and spec.category == "test"
+        assert env.unwrapped.length == 2 and env.spec is spec and spec.category == "test"
         with pytest.raises(ValueError, match="already registered"):
             gem_core.register("test:Custom-v0", "tests.core.toy_envs:CountdownEnv")
     finally:

@@ -24,7 +24,9 @@ def env():
 
 def solve(env: CodeEnv, problem_id: str, code: str, **reset_kwargs):
     env.reset(seed=0)
-    env.problem_index = next(i for i, p in enumerate(env.problems) if p["id"] == problem_id)
+    env.unwrapped.problem_index = next(
+        i for i, p in enumerate(env.unwrapped.problems) if p["id"] == problem_id
+    )
     return env.step(f"Here you go.\n```python\n{code}```")
 
 
@@ -92,7 +94,9 @@ def test_function_problems_accept_a_solution_class(env):
 
 def test_the_solution_is_the_last_code_block(env):
     env.reset(seed=0)
-    env.problem_index = next(i for i, p in enumerate(env.problems) if p["id"] == "sum-of-two")
+    env.unwrapped.problem_index = next(
+        i for i, p in enumerate(env.unwrapped.problems) if p["id"] == "sum-of-two"
+    )
     action = "First try:\n```python\nprint(0)\n```\nBetter:\n```python\na, b = map(int, input().split())\nprint(a + b)\n```"
     assert env.step(action)[1] == 1.0
 
@@ -117,8 +121,8 @@ def test_several_attempts_with_feedback():
 def test_seeds_snapshots_and_check_env(env):
     obs_a, _ = env.reset(seed=7)
     clone = env.spawn(same_state=True)
-    assert clone.problem["id"] == env.problem["id"] and clone.prompt() == obs_a
-    assert clone.pool is env.pool and clone.problems is env.problems
+    assert clone.unwrapped.problem["id"] == env.unwrapped.problem["id"] and clone.unwrapped.prompt() == obs_a
+    assert clone.unwrapped.pool is env.unwrapped.pool and clone.unwrapped.problems is env.unwrapped.problems
     assert env.reset(seed=7)[0] == obs_a
     assert len({env.reset(seed=s)[0] for s in range(10)}) > 3
     gem_core.check_env(env)
@@ -192,13 +196,13 @@ def test_hub_ids_load_local_files_in_each_format(tmp_path):
         env = gem_core.make(env_id, data_files=str(path))
         obs, _ = env.reset(seed=0)
         assert "python code block" in obs
-        code = solution or env.problem["reference"]
+        code = solution or env.unwrapped.problem["reference"]
         obs, reward, *_ = env.step(fenced(code))
         assert reward == 1.0, (env_id, path.name, obs)
         with pytest.raises(EpisodeOverError):
             env.step("x")
     env = gem_core.make("code:CodeContest", data_files=str(contests))
     env.reset(seed=0)
-    assert [t["input"] for t in env.tests()] == ["2\n", "7\n", "0\n"]
+    assert [t["input"] for t in env.unwrapped.tests()] == ["2\n", "7\n", "0\n"]
     with pytest.raises(FileNotFoundError):
         gem_core.make("code:Taco", data_files=str(tmp_path / "missing.parquet"))

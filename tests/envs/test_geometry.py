@@ -188,9 +188,9 @@ def test_parallel_line_relations_are_right():
 # ---- grading ----------------------------------------------------------------------------------------
 def pose(env, kind):
     for i in range(300):
-        if env.examples[i]["kind"] == kind:
+        if env.unwrapped.examples[i]["kind"] == kind:
             obs, _ = env.reset(index=i)
-            return obs, env.example
+            return obs, env.unwrapped.example
     raise AssertionError(kind)
 
 
@@ -218,11 +218,11 @@ def test_equivalent_answers_are_correct(kind, forms):
 def test_wrong_and_unboxed_answers():
     env = gem_core.make(IDS[0])
     env.reset(seed=4)
-    wrong = str(int(value_of(env.example["answer"])) + 1)
+    wrong = str(int(value_of(env.unwrapped.example["answer"])) + 1)
     _, reward, _, _, info = env.step(f"\\boxed{{{wrong}}}")
     assert reward == 0.0 and info["correct"] is False
     env.reset(seed=4)
-    obs, reward, terminated, _, info = env.step(env.example["answer"])
+    obs, reward, terminated, _, info = env.step(env.unwrapped.example["answer"])
     assert reward == 0.0 and terminated and info["format_error"] and "\\boxed{}" in obs
 
 

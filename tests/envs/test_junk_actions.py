@@ -76,7 +76,7 @@ def test_right_answers_are_still_rewarded():
     for name in ("basic_arithmetic", "complex_arithmetic", "word_sorting"):
         env = gem_core.make(f"rg:{name}")
         env.reset(seed=2)
-        _, reward, _, _, info = env.step(f"<answer>{env.example['answer']}</answer>")
+        _, reward, _, _, info = env.step(f"<answer>{env.unwrapped.example['answer']}</answer>")
         assert reward == 1.0 and info["success"], (name, info)
 
 

@@ -205,8 +205,12 @@ def test_right_and_wrong_labels():
     env = gem_core.make("logic:RuleTaker-v0-d2")
     for seed in range(6):
         obs, _ = env.reset(seed=seed)
-        gold = env.example["answer"]
-        assert env.example["text"] in obs and env.example["question"] in obs and "Unknown" in obs
+        gold = env.unwrapped.example["answer"]
+        assert (
+            env.unwrapped.example["text"] in obs
+            and env.unwrapped.example["question"] in obs
+            and "Unknown" in obs
+        )
         _, reward, terminated, truncated, info = env.step(f"It follows. \\boxed{{{gold.lower()}}}")
         assert (reward, terminated, truncated) == (1.0, True, False) and info["depth"] == 2
         env.reset(seed=seed)
@@ -227,7 +231,7 @@ def test_closed_world_env_never_asks_unknown():
     answers = collections.Counter()
     for index in range(60):
         obs, _ = env.reset(index=index)
-        answers[env.example["answer"]] += 1
+        answers[env.unwrapped.example["answer"]] += 1
         assert "closed world" in obs and "Unknown" not in obs
     assert set(answers) == {"True", "False"}
     env.reset(index=0)
@@ -239,8 +243,8 @@ def test_problems_depend_only_on_the_index_and_spawn_shares_them():
     assert env.reset(index=12345)[0] == gem_core.make("logic:RuleTaker-v0-d3").reset(index=12345)[0]
     env.reset(seed=4)
     clone = env.spawn(same_state=True)
-    assert clone.example["text"] == env.example["text"]
-    assert clone.step(f"\\boxed{{{env.example['answer']}}}")[1] == 1.0
+    assert clone.unwrapped.example["text"] == env.unwrapped.example["text"]
+    assert clone.step(f"\\boxed{{{env.unwrapped.example['answer']}}}")[1] == 1.0
 
 
 @pytest.mark.parametrize("env_id", OFFLINE_IDS)

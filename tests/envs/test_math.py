@@ -101,22 +101,22 @@ def test_grade_answer_never_raises_on_junk():
 
 
 def test_spawn_same_state_shares_the_problem():
-    env = gem_core.make("math:Offline-v0")
+    env = gem_core.make("math:Offline-v0").unwrapped
     obs, _ = env.reset(seed=7)
     group = [env.spawn(same_state=True) for _ in range(3)]
-    gold = env.example["answer"]
+    gold = env.unwrapped.example["answer"]
     for clone in group:
-        assert clone.example == env.example
+        assert clone.unwrapped.example == env.unwrapped.example
         assert clone.step(f"\\boxed{{{gold}}}")[1] == 1.0
     assert env.step("\\boxed{not it}")[1] == 0.0
 
 
 def test_same_seed_same_problem_and_index_kwarg():
-    env = gem_core.make("math:Offline-v0")
+    env = gem_core.make("math:Offline-v0").unwrapped
     first = env.reset(seed=3)[0]
     assert env.spawn().reset(seed=3)[0] == first
     obs, info = env.reset(index=299)
-    assert info["index"] == 299 and env.example["id"] == "word_problems-059"
+    assert info["index"] == 299 and env.unwrapped.example["id"] == "word_problems-059"
     with pytest.raises(IndexError):
         env.reset(index=300)
 
@@ -135,7 +135,7 @@ def test_offline_files_are_reproduced_by_the_generator(tmp_path):
     assert len(shipped) == 5
     for path in shipped:
         assert (tmp_path / path.name).read_bytes() == path.read_bytes(), path.name
-    assert gem_core.make("math:Offline-v0").num_examples >= 200
+    assert gem_core.make("math:Offline-v0").unwrapped.num_examples >= 200
 
 
 def records(category):
@@ -173,10 +173,10 @@ def test_linear_equation_answers_solve_their_equations():
 
 
 def test_equivalent_rewrites_of_offline_answers_are_graded_correct():
-    env = gem_core.make("math:Offline-v0")
-    for index in range(0, env.num_examples, 15):
+    env = gem_core.make("math:Offline-v0").unwrapped
+    for index in range(0, env.unwrapped.num_examples, 15):
         env.reset(index=index)
-        gold = env.example["answer"]
+        gold = env.unwrapped.example["answer"]
         rewrite = re.sub(r"\\frac\{(\d+)\}\{(\d+)\}", r"\1/\2", gold)
         if rewrite == gold:
             rewrite = f"{gold}.0" if "." not in gold else f"{gold}0"
@@ -218,8 +218,8 @@ def test_hub_id_loads_a_local_file_through_datasets(tmp_path):
     rows = [{"problem": f"What is {n} + {n}?", "answer": str(2 * n)} for n in range(1, 6)]
     path = Path(tmp_path / "gsm8k.jsonl")
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    env = gem_core.make("math:GSM8K", data_files=str(path))
-    assert env.num_examples == 5
+    env = gem_core.make("math:GSM8K", data_files=str(path)).unwrapped
+    assert env.unwrapped.num_examples == 5
     env.reset(index=2)
     assert "What is 3 + 3?" in env.reset(index=2)[0]
     assert env.step("\\boxed{6}")[1] == 1.0
@@ -241,7 +241,7 @@ def test_the_deadline_bounds_every_step_under_load(monkeypatch):
         return reward, info, time.monotonic() - start
 
     envs[0].reset(seed=0)
-    gold = envs[0].example["answer"]
+    gold = envs[0].unwrapped.example["answer"]
     with cf.ThreadPoolExecutor(16) as threads:
         assert [r for r, *_ in threads.map(lambda e: step(e, f"{gold} + 0"), envs[:2])] == [1.0, 1.0]  # warm
         start = time.monotonic()
@@ -263,9 +263,9 @@ def test_power_bombs_end_within_half_a_second_of_the_deadline(env_id, bomb):
     a worker took the bomb (it is killed) or none was warm in time (a replacement of the last one
     killed may still be warming up)."""
     deadline = 2.0
-    env = gem_core.make(env_id, grade_timeout=30.0)
+    env = gem_core.make(env_id, grade_timeout=30.0).unwrapped
     env.reset(seed=0)
-    gold = env.example["answer"]
+    gold = env.unwrapped.example["answer"]
     assert env.step(f"\\boxed{{{gold} + 0}}")[1] == 1.0  # graded by a worker: one is warm
     env.grade_timeout = deadline
     env.reset(seed=0)

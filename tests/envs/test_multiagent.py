@@ -89,6 +89,52 @@ class CoinMatch(MultiAgentEnv):
         return self.action_rng.choice(["heads", "tails"])
 
 
+class Resign(MultiAgentEnv):
+    """Sequential: ``b`` moves first and its move ends the game (a degenerate env for ``a``'s view)."""
+
+    def __init__(self, fail_reset: bool = False):
+        self.agents = ["b", "a"]
+        self.fail_reset = fail_reset
+
+    def _reset(self):
+        if self.fail_reset:
+            raise ValueError("no game today")
+        return dict.fromkeys(self.agents, "Move."), {a: {} for a in self.agents}
+
+    def _step(self, actions):
+        ended = dict.fromkeys(self.agents, True)
+        return (
+            dict.fromkeys(self.agents, "Over."),
+            dict.fromkeys(self.agents, 0.0),
+            ended,
+            {a: False for a in self.agents},
+            {a: {} for a in self.agents},
+        )
+
+    def _random_action(self, agent):
+        return "resign"
+
+
+def test_an_episode_the_others_end_during_reset_is_over_for_the_view():
+    from gem_core import EpisodeOverError
+    from gem_core.wrappers import OrderEnforcing
+
+    for view in (
+        SingleAgentView(Resign(), "a", {"b": "random"}),
+        OrderEnforcing(SingleAgentView(Resign(), "a", {"b": "random"})),
+    ):
+        view.reset(seed=0)
+        assert view.unwrapped.episode_over
+        with pytest.raises(EpisodeOverError):
+            view.step("move")
+    broken = Resign(fail_reset=True)
+    with pytest.raises(ValueError):
+        broken.reset(seed=0)
+    assert broken.episode_over  # a reset that raised leaves no episode
+    with pytest.raises(EpisodeOverError):
+        broken.step({"b": "resign"})
+
+
 def test_parallel_turn_order_and_its_view():
     env = CoinMatch()
     obs, _ = env.reset(seed=0)

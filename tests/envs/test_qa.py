@@ -33,7 +33,7 @@ def test_exact_match_and_f1():
 
 
 def find(env, question):
-    index = next(i for i, ex in enumerate(env.examples) if ex["question"] == question)
+    index = next(i for i, ex in enumerate(env.unwrapped.examples) if ex["question"] == question)
     return env.reset(index=index)
 
 
@@ -47,7 +47,7 @@ def env():
 
 def test_right_answer_in_tags_scores_one(env):
     obs, _ = env.reset(seed=0)
-    assert "<answer></answer>" in obs and env.example["question"] in obs
+    assert "<answer></answer>" in obs and env.unwrapped.example["question"] in obs
     find(env, MONA_LISA)
     obs, reward, terminated, truncated, info = env.step(
         "I recall it is in Paris. <answer> THE  louvre. </answer>"
@@ -84,16 +84,16 @@ def test_every_question_is_answerable_from_its_passages():
 
 
 def test_the_first_alias_of_every_question_scores_one(env):
-    for index in range(env.num_examples):
+    for index in range(env.unwrapped.num_examples):
         env.reset(index=index)
-        assert env.step(f"<answer>{env.example['answers'][0]}</answer>")[1] == 1.0
+        assert env.step(f"<answer>{env.unwrapped.example['answers'][0]}</answer>")[1] == 1.0
 
 
 def test_spawn_same_state_shares_the_question(env):
     obs, _ = env.reset(seed=11)
     group = [env.spawn(same_state=True) for _ in range(4)]
-    answer = f"<answer>{env.example['answers'][-1]}</answer>"
-    assert all(clone.example == env.example for clone in group)
+    answer = f"<answer>{env.unwrapped.example['answers'][-1]}</answer>"
+    assert all(clone.unwrapped.example == env.unwrapped.example for clone in group)
     assert [clone.step(answer)[1] for clone in group] == [1.0] * 4
 
 

@@ -37,11 +37,11 @@ def test_every_registered_dataset_has_an_id():
 
 @pytest.mark.parametrize("name", DATASET_NAMES)
 def test_sample_and_score(name):
-    env = gem_core.make(f"rg:{name}")
+    env = gem_core.make(f"rg:{name}").unwrapped
     obs, info = env.reset(seed=5)
-    assert env.example["question"].strip() in obs and "<answer></answer>" in obs
+    assert env.unwrapped.example["question"].strip() in obs and "<answer></answer>" in obs
     assert env.spawn().reset(seed=5)[0] == obs  # same seed, same puzzle
-    reference = reference_answer(env.example)
+    reference = reference_answer(env.unwrapped.example)
     if reference is not None:
         _, reward, terminated, truncated, info = env.step(f"Done.\n<answer>{reference}</answer>")
         assert (reward, terminated, truncated) == (1.0, True, False), info
@@ -52,41 +52,41 @@ def test_sample_and_score(name):
 
 
 def test_reward_is_the_dataset_scorer():
-    env = gem_core.make("rg:word_sorting")
+    env = gem_core.make("rg:word_sorting").unwrapped
     env.reset(seed=1)
-    gold = env.example["answer"]
+    gold = env.unwrapped.example["answer"]
     words = gold.split(", ")
     almost = ", ".join(words[1:] + words[:1])  # a well-formed but wrongly ordered answer
     scorer = reasoning_gym.create_dataset("word_sorting", size=env.size, seed=42)
-    assert scorer[env.index] == env.example
-    partial = scorer.score_answer(almost, env.example)
+    assert scorer[env.index] == env.unwrapped.example
+    partial = scorer.score_answer(almost, env.unwrapped.example)
     assert 0 < partial < 1
     _, reward, _, _, info = env.step(f"<answer>{almost}</answer>")
     assert reward == 0.0 and info["score"] == partial  # only a solved puzzle is rewarded
-    env = gem_core.make("rg:word_sorting", partial_credit=True)
+    env = gem_core.make("rg:word_sorting", partial_credit=True).unwrapped
     env.reset(seed=1)
     assert env.step(f"<answer>{almost}</answer>")[1] == partial
 
 
 def test_boxed_answers_are_accepted():
-    env = gem_core.make("rg:basic_arithmetic")
+    env = gem_core.make("rg:basic_arithmetic").unwrapped
     env.reset(seed=3)
-    assert env.step(f"\\boxed{{{env.example['answer']}}}")[1] == 1.0
+    assert env.step(f"\\boxed{{{env.unwrapped.example['answer']}}}")[1] == 1.0
 
 
 def test_missing_answer_is_a_format_error():
-    env = gem_core.make("rg:basic_arithmetic")
+    env = gem_core.make("rg:basic_arithmetic").unwrapped
     env.reset(seed=3)
-    obs, reward, terminated, _, info = env.step(f"The answer is {env.example['answer']}")
+    obs, reward, terminated, _, info = env.step(f"The answer is {env.unwrapped.example['answer']}")
     assert reward == 0.0 and terminated and info["format_error"]
 
 
 def test_game_of_life_halting_needs_the_right_verdict():
     # reasoning-gym's own scorer gives 1.0 to any non-empty answer when the gold answer is "False"
-    env = gem_core.make("rg:game_of_life_halting")
+    env = gem_core.make("rg:game_of_life_halting").unwrapped
     for seed in range(20):
         env.reset(seed=seed)
-        gold = env.example["answer"]
+        gold = env.unwrapped.example["answer"]
         wrong = "True" if gold == "False" else "False"
         assert env.step(f"<answer>{wrong}</answer>")[1] == 0.0
         env.reset(seed=seed)
@@ -94,7 +94,7 @@ def test_game_of_life_halting_needs_the_right_verdict():
 
 
 def test_pathological_answer_times_out_with_zero_reward():
-    env = gem_core.make("rg:countdown", grade_timeout=1.0)
+    env = gem_core.make("rg:countdown", grade_timeout=1.0).unwrapped
     env.reset(seed=0)
     env.step(WRONG)  # start a worker and build the dataset in it, outside the timing
     env.reset(seed=0)
@@ -105,12 +105,12 @@ def test_pathological_answer_times_out_with_zero_reward():
 
 
 def test_spawn_same_state_shares_the_puzzle_and_config_reaches_the_dataset():
-    env = gem_core.make("rg:chain_sum", min_terms=6, max_terms=6)
+    env = gem_core.make("rg:chain_sum", min_terms=6, max_terms=6).unwrapped
     env.reset(seed=9)
     group = [env.spawn(same_state=True) for _ in range(3)]
-    assert all(clone.example == env.example for clone in group)
-    assert [c.step(f"<answer>{env.example['answer']}</answer>")[1] for c in group] == [1.0] * 3
-    assert env.example["metadata"]["num_terms"] == 6
+    assert all(clone.unwrapped.example == env.unwrapped.example for clone in group)
+    assert [c.step(f"<answer>{env.unwrapped.example['answer']}</answer>")[1] for c in group] == [1.0] * 3
+    assert env.unwrapped.example["metadata"]["num_terms"] == 6
 
 
 @pytest.mark.parametrize("name", ["basic_arithmetic", "composite", "codeio", "sudoku"])
@@ -121,17 +121,17 @@ def test_check_env(name):
 def test_a_generator_that_never_returns_is_skipped_deterministically(monkeypatch):
     from gem_core.envs import reasoning_gym as rg
 
-    env = gem_core.make("rg:maze")
+    env = gem_core.make("rg:maze").unwrapped
     start = time.monotonic()
     obs, info = env.reset(seed=4156)  # draws item 8743, on which maze's generator loops forever
     assert info == {"index": 8744, "skipped_items": [8743]} and time.monotonic() - start < 30
     assert env.spawn().reset(seed=4156) == (obs, info)  # the same seed, the same puzzle
-    _, reward, *_ = env.step(f"<answer>{env.example['answer']}</answer>")
+    _, reward, *_ = env.step(f"<answer>{env.unwrapped.example['answer']}</answer>")
     assert reward == 1.0
     # Without the list of known cases, the deadline finds the hang (once per process).
     monkeypatch.setattr(rg, "KNOWN_HANGS", {})
     monkeypatch.setattr(rg, "_PUZZLES", {})
-    env = gem_core.make("rg:maze", generate_timeout=1.0)
+    env = gem_core.make("rg:maze", generate_timeout=1.0).unwrapped
     env.reset(seed=0)  # the generation workers are warm
     for _ in range(2):
         start = time.monotonic()

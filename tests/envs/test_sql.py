@@ -40,21 +40,21 @@ def test_the_ids_and_their_levels():
     for name, schema in SCHEMAS.items():
         assert {t.level for t in schema.templates} == set(LEVELS), name
     for level in LEVELS:
-        env = gem_core.make(f"sql:Mixed-v0-{level}")
+        env = gem_core.make(f"sql:Mixed-v0-{level}").unwrapped
         assert {SCHEMAS[s].templates[i].level for s, i in env.templates} == {level}
         assert {s for s, _ in env.templates} == set(SCHEMAS)
 
 
 @pytest.mark.parametrize("env_id", SQL_IDS)
 def test_the_scripted_solver_wins(env_id):
-    env = gem_core.make(env_id)
+    env = gem_core.make(env_id).unwrapped
     for seed in range(40):
         rewards, info = play(env, lambda e: e.solve_action(), seed)
         assert info["success"] and rewards == [0.0, 1.0], (env_id, seed, rewards)
 
 
 def test_more_than_500_distinct_well_posed_questions_from_templates():
-    env = gem_core.make("sql:Mixed-v0")
+    env = gem_core.make("sql:Mixed-v0").unwrapped
     texts, posed, by_level = set(), 0, collections.Counter()
     for index in range(len(env.templates) * 15):
         question = env.question_at(index)
@@ -76,11 +76,11 @@ def test_more_than_500_distinct_well_posed_questions_from_templates():
 def test_a_question_is_the_same_in_another_process():
     """No hash-order or global-random dependence: another interpreter (another PYTHONHASHSEED) poses
     the same question and database."""
-    env = gem_core.make("sql:Mixed-v0")
+    env = gem_core.make("sql:Mixed-v0").unwrapped
     obs, info = env.reset(seed=11)
     code = (
         "import gem_core; e = gem_core.make('sql:Mixed-v0'); o, i = e.reset(seed=11); "
-        "print(repr((o, i['index'], e.question.gold)))"
+        "print(repr((o, i['index'], e.unwrapped.question.gold)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -99,7 +99,7 @@ def _env():
 
 
 def test_reset_index_poses_that_question_and_skips_ill_posed_ones():
-    env = gem_core.make("sql:Shop-v0")
+    env = gem_core.make("sql:Shop-v0").unwrapped
     for index in range(0, 200, 7):
         _, info = env.reset(index=index)
         assert info["index"] == index + len(info.get("skipped_items", []))
@@ -135,7 +135,7 @@ OVER_BUDGET = {
 
 
 def _shop_env():
-    env = gem_core.make("sql:Shop-v0")
+    env = gem_core.make("sql:Shop-v0").unwrapped
     env.reset(seed=0)
     return env
 
@@ -194,7 +194,7 @@ def test_wide_results_are_cut_to_a_bounded_observation():
 
 
 def test_sql_errors_are_shown_without_penalty_and_the_turns_run_out():
-    env = gem_core.make("sql:Library-v0", max_turns=3)
+    env = gem_core.make("sql:Library-v0", max_turns=3).unwrapped
     env.reset(seed=5)
     obs, reward, terminated, truncated, info = env.step("```sql\nSELECT nope FROM books\n```")
     assert reward == 0.0 and info["sql_error"] and "no such column" in obs
@@ -227,7 +227,7 @@ def hostile_actions(env) -> dict[str, str]:
 
 @pytest.mark.parametrize("env_id", ["sql:Mixed-v0", "sql:Shop-v0"])
 def test_hostile_actions_earn_nothing(env_id):
-    env = gem_core.make(env_id)
+    env = gem_core.make(env_id).unwrapped
     for seed in range(12):
         env.reset(seed=seed)
         for name, action in hostile_actions(env).items():
@@ -285,7 +285,7 @@ def test_grading(answer, gold, ordered, reply, right):
 
 
 def test_the_random_agent_rarely_wins_and_never_crashes():
-    env = gem_core.make("sql:Mixed-v0")
+    env = gem_core.make("sql:Mixed-v0").unwrapped
     wins = sum(play(env, lambda e: e.sample_random_action(), seed)[1]["success"] for seed in range(60))
     assert wins <= 12
 

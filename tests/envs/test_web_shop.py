@@ -91,14 +91,14 @@ def test_webshop_reward_parts():
 
 
 def test_the_scripted_solver_buys_a_perfect_match():
-    env = gem_core.make("web:Shop-v0")
+    env = gem_core.make("web:Shop-v0").unwrapped
     for seed in range(150):
         r, info = play(env, lambda e: e.solve_action(), seed)
         assert info["success"] and r == 1.0 and info["r_type"] == 1.0, seed
 
 
 def test_a_full_episode_by_hand():
-    env = gem_core.make("web:Shop-v0")
+    env = gem_core.make("web:Shop-v0").unwrapped
     obs, info = env.reset(seed=3)
     assert "Instruction:" in obs and "search[your keywords]" in obs and "15 turns left" in obs
     obs, r, *_ = env.step("\\boxed{search[running shoes]}")
@@ -117,7 +117,7 @@ def test_a_full_episode_by_hand():
 
 
 def test_the_random_agent_scores_little():
-    env = gem_core.make("web:Shop-v0")
+    env = gem_core.make("web:Shop-v0").unwrapped
     scores = [play(env, lambda e: e.sample_random_action(), seed)[0] for seed in range(60)]
     assert max(scores) < 1.0 and sum(scores) / len(scores) < 0.2
 
@@ -157,7 +157,7 @@ def hostile_actions(env) -> dict[str, str]:
 
 
 def test_hostile_actions_earn_nothing_and_buy_nothing():
-    env = gem_core.make("web:Shop-v0")
+    env = gem_core.make("web:Shop-v0").unwrapped
     for seed in range(10):
         env.reset(seed=seed)
         for name, action in hostile_actions(env).items():
@@ -172,7 +172,7 @@ def test_hostile_actions_earn_nothing_and_buy_nothing():
 
 
 def test_turns_run_out():
-    env = gem_core.make("web:Shop-v0", max_turns=3)
+    env = gem_core.make("web:Shop-v0", max_turns=3).unwrapped
     env.reset(seed=0)
     env.step("\\boxed{search[tea]}")
     env.step("\\boxed{click[next >]}")

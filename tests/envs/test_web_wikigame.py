@@ -51,7 +51,7 @@ def test_mentions_become_links():
 
 @pytest.mark.parametrize("env_id", WIKI_IDS)
 def test_the_solver_takes_a_shortest_path(env_id):
-    env = gem_core.make(env_id)
+    env = gem_core.make(env_id).unwrapped
     for seed in range(60):
         rewards, info, last = play(env, lambda e: e.solve_action(), seed)
         assert last["success"] and rewards[-1] == 1.0
@@ -60,7 +60,7 @@ def test_the_solver_takes_a_shortest_path(env_id):
 
 
 def test_targets_are_far_enough_and_episodes_vary():
-    env = gem_core.make("web:WikiGame-v0-hard")
+    env = gem_core.make("web:WikiGame-v0-hard").unwrapped
     pairs = set()
     for seed in range(30):
         _, info = env.reset(seed=seed)
@@ -70,7 +70,7 @@ def test_targets_are_far_enough_and_episodes_vary():
 
 
 def test_rewards_and_texts_follow_the_reference():
-    env = gem_core.make("web:WikiGame-v0")
+    env = gem_core.make("web:WikiGame-v0").unwrapped
     obs, _ = env.reset(seed=0)
     assert f"your target page is '{env.target}'" in obs and "\\boxed{" in obs
     neighbour = env.valid_pages()[0]
@@ -85,7 +85,7 @@ def test_rewards_and_texts_follow_the_reference():
 
 
 def test_a_near_miss_gets_a_suggestion():
-    env = gem_core.make("web:WikiGame-v0")
+    env = gem_core.make("web:WikiGame-v0").unwrapped
     env.reset(seed=0)
     title = env.valid_pages()[0]
     obs, *_ = env.step(f"\\boxed{{{title[: max(3, len(title) - 2)]}}}")
@@ -93,7 +93,7 @@ def test_a_near_miss_gets_a_suggestion():
 
 
 def test_the_last_turn_truncates_with_the_fail_reward():
-    env = gem_core.make("web:WikiGame-v0", max_turns=2)
+    env = gem_core.make("web:WikiGame-v0", max_turns=2).unwrapped
     env.reset(seed=1)
     env.step("\\boxed{nowhere}")
     obs, r, terminated, truncated, info = env.step("\\boxed{nowhere}")
@@ -103,7 +103,7 @@ def test_the_last_turn_truncates_with_the_fail_reward():
 
 @pytest.mark.parametrize("variant", ["oneback", "freenav"])
 def test_going_back(variant):
-    env = gem_core.make("web:WikiGame-v0", variant=variant)
+    env = gem_core.make("web:WikiGame-v0", variant=variant).unwrapped
     env.reset(seed=2)
     start = env.current
     _, r, *_ = env.step("\\boxed{<PREV_PAGE>}")
@@ -122,7 +122,7 @@ def test_going_back(variant):
 
 
 def test_eidetic_allows_any_link_seen():
-    env = gem_core.make("web:WikiGame-v0", variant="eidetic")
+    env = gem_core.make("web:WikiGame-v0", variant="eidetic").unwrapped
     env.reset(seed=4)
     first_links = set(env.valid_pages())
     step_to = sorted(first_links - {env.target})[0]
@@ -134,7 +134,7 @@ def test_eidetic_allows_any_link_seen():
 
 
 def test_hostile_actions_earn_nothing():
-    env = gem_core.make("web:WikiGame-v0")
+    env = gem_core.make("web:WikiGame-v0").unwrapped
     for seed in range(10):
         obs, _ = env.reset(seed=seed)
         actions = {
@@ -152,7 +152,7 @@ def test_hostile_actions_earn_nothing():
 
 
 def test_random_play_rarely_wins():
-    env = gem_core.make("web:WikiGame-v0-hard")
+    env = gem_core.make("web:WikiGame-v0-hard").unwrapped
     wins = sum(play(env, lambda e: e.sample_random_action(), seed)[2]["success"] for seed in range(60))
     assert wins <= 15
 

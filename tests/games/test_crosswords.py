@@ -67,7 +67,7 @@ def test_layout_is_a_real_crossword(hardcore):
 
 @pytest.mark.parametrize("variant", ["easy", "hard"])
 def test_solver_wins_every_seeded_episode_with_the_full_return(variant):
-    env = make(f"game:Crosswords-v1-{variant}")
+    env = make(f"game:Crosswords-v1-{variant}").unwrapped
     for seed in range(50):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
@@ -76,7 +76,7 @@ def test_solver_wins_every_seeded_episode_with_the_full_return(variant):
 
 
 def test_reward_table_and_penalties():
-    env = make("game:Crosswords-v1-hard")
+    env = make("game:Crosswords-v1-hard").unwrapped
     obs, _ = env.reset(seed=4)
     first, second, third = env.slots
     assert first.clue in obs and f"{len(first.answer)} letters" in obs
@@ -117,7 +117,7 @@ def test_turns_run_out_with_partial_credit_only():
 
 
 def test_determinism():
-    a, b = make("game:Crosswords-v1-easy"), make("game:Crosswords-v1-easy")
+    a, b = make("game:Crosswords-v1-easy").unwrapped, make("game:Crosswords-v1-easy").unwrapped
     assert a.reset(seed=9) == b.reset(seed=9)
     assert play(a, 9)[0] == play(b, 9)[0] and a.slots == b.slots
     puzzles = set()
@@ -130,7 +130,7 @@ def test_determinism():
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=40))
 def test_any_boxed_text_gets_an_explained_observation(text):
-    env = make("game:Crosswords-v1-hard")
+    env = make("game:Crosswords-v1-hard").unwrapped
     env.reset(seed=0)
     obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
     assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

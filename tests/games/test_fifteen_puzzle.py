@@ -46,7 +46,7 @@ def tiles_in_place(board):
 
 
 def test_solver_wins_every_easy_episode_optimally_with_the_table_return():
-    env = make("game:FifteenPuzzle-v1-easy")
+    env = make("game:FifteenPuzzle-v1-easy").unwrapped
     dist = distances(SOLVED_2, 2)
     for seed in range(50):
         env.reset(seed=seed)
@@ -61,7 +61,7 @@ def test_solver_wins_every_easy_episode_optimally_with_the_table_return():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_hard_scrambles_are_solved_within_the_budget(seed):
-    env = make("game:FifteenPuzzle-v1-hard")
+    env = make("game:FifteenPuzzle-v1-hard").unwrapped
     env.reset(seed=seed)
     p0 = tiles_in_place(env.board) / 15
     rewards, info, seconds = play(env, seed)
@@ -143,7 +143,7 @@ def test_partial_credit_when_turns_run_out():
 
 
 def test_rules_prompt_and_determinism():
-    env = make("game:FifteenPuzzle-v1-hard")
+    env = make("game:FifteenPuzzle-v1-hard").unwrapped
     obs, _ = env.reset(seed=3)
     assert "15-puzzle" in obs and "__" in obs and "\\boxed{up}" in obs and "50 turns left" in obs
     assert make("game:FifteenPuzzle-v1-hard").reset(seed=3)[0] == obs

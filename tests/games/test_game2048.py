@@ -32,7 +32,7 @@ def board(*rows):
 
 
 def test_win_rate_at_easy():
-    env = make("game:Game2048-v1-easy")
+    env = make("game:Game2048-v1-easy").unwrapped
     wins, seconds = 0, 0.0
     for seed in range(50):
         env.reset(seed=seed)
@@ -120,7 +120,7 @@ def test_format_penalty():
 
 @pytest.mark.parametrize("variant", ["hard", "extreme-hard"])
 def test_hard_targets_are_out_of_reach(variant):
-    env = make(f"game:Game2048-v1-{variant}")
+    env = make(f"game:Game2048-v1-{variant}").unwrapped
     # Two start tiles of at most 4, then at most one 4 per turn.
     assert env.target_tile > 8 + 4 * env.max_turns
 

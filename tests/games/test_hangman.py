@@ -22,7 +22,7 @@ def play(env, seed):
 
 
 def test_solver_wins_every_seeded_hard_episode():
-    env = make("game:Hangman-v1-hard")  # 7 letters, 20 turns
+    env = make("game:Hangman-v1-hard").unwrapped  # 7 letters, 20 turns
     for seed in range(50):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
@@ -35,7 +35,7 @@ def test_solver_win_rate_at_easy():
     # (cot, dot, got, hot, jot, lot, not, pot, rot, tot) that no letter tells apart, so some games
     # are lost by any strategy. Over every answer word the solver wins 263 of 343 (77%); on seeds
     # 0-199 it wins 152. A lost game still pays the letters it revealed, and nothing else.
-    env = make("game:Hangman-v1-easy")
+    env = make("game:Hangman-v1-easy").unwrapped
     wins = 0
     for seed in range(200):
         rewards, info, seconds = play(env, seed)
@@ -93,8 +93,8 @@ def test_letters_win_without_a_word_guess_and_turns_run_out():
     assert reward == pytest.approx(0.5 / 3) and truncated and not terminated and not info["success"]
     env.reset(seed=0)
     env.secret = "cat"
-    rewards = [env.step(f"\\boxed{{{ch}}}")[1] for ch in "cat"]
-    assert rewards[-1] == pytest.approx(0.5 / 3 + 1.0) and env.episode_over
+    steps = [env.step(f"\\boxed{{{ch}}}") for ch in "cat"]
+    assert steps[-1][1] == pytest.approx(0.5 / 3 + 1.0) and steps[-1][2]
 
 
 def test_answer_lists():
@@ -104,7 +104,7 @@ def test_answer_lists():
 
 
 def test_determinism():
-    a, b = make("game:Hangman-v1-hard"), make("game:Hangman-v1-hard")
+    a, b = make("game:Hangman-v1-hard").unwrapped, make("game:Hangman-v1-hard").unwrapped
     assert a.reset(seed=5) == b.reset(seed=5)
     assert play(a, 5)[0] == play(b, 5)[0] and a.guessed_letters == b.guessed_letters
     secrets = set()
@@ -117,7 +117,7 @@ def test_determinism():
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=40))
 def test_any_boxed_text_gets_an_explained_observation(text):
-    env = make("game:Hangman-v1-hard")
+    env = make("game:Hangman-v1-hard").unwrapped
     env.reset(seed=0)
     obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
     assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

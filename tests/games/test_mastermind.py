@@ -29,7 +29,7 @@ def test_pegs():
 
 @pytest.mark.parametrize("variant", ["easy", "hard"])
 def test_solver_wins_every_seeded_episode_with_the_full_return(variant):
-    env = make(f"game:Mastermind-v1-{variant}")
+    env = make(f"game:Mastermind-v1-{variant}").unwrapped
     for seed in range(50):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
@@ -87,7 +87,7 @@ def test_partial_credit_when_turns_run_out():
 
 
 def test_determinism():
-    a, b = make("game:Mastermind-v1-hard"), make("game:Mastermind-v1-hard")
+    a, b = make("game:Mastermind-v1-hard").unwrapped, make("game:Mastermind-v1-hard").unwrapped
     assert a.reset(seed=7) == b.reset(seed=7)
     assert play(a, 7)[0] == play(b, 7)[0] and a.history == b.history
     codes = set()
@@ -100,7 +100,7 @@ def test_determinism():
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=40))
 def test_any_boxed_text_gets_an_explained_observation(text):
-    env = make("game:Mastermind-v1-hard")
+    env = make("game:Mastermind-v1-hard").unwrapped
     env.reset(seed=0)
     obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
     assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

@@ -22,7 +22,7 @@ def play(env, seed):
 
 
 def test_first_reveal_is_safe_and_opens_an_area():
-    env = make("game:Minesweeper-v1-easy")
+    env = make("game:Minesweeper-v1-easy").unwrapped
     for seed in range(50):
         env.reset(seed=seed)
         r, c = divmod(seed % 25, 5)
@@ -34,7 +34,7 @@ def test_first_reveal_is_safe_and_opens_an_area():
 def test_solver_win_rate_and_rewards_at_easy():
     # The solver reasons exactly (see mine_probabilities) but some boards force a guess: over seeds
     # 0-3999 it wins 81% of easy games; on seeds 0-199 it wins 156.
-    env = make("game:Minesweeper-v1-easy")
+    env = make("game:Minesweeper-v1-easy").unwrapped
     wins = 0
     for seed in range(200):
         rewards, info, seconds = play(env, seed)
@@ -46,7 +46,7 @@ def test_solver_win_rate_and_rewards_at_easy():
 
 
 def test_solver_on_hard_boards():
-    env = make("game:Minesweeper-v1-hard")
+    env = make("game:Minesweeper-v1-hard").unwrapped
     wins = 0
     for seed in range(20):
         rewards, info, _ = play(env, seed)
@@ -97,8 +97,8 @@ def test_probabilities_match_brute_force():
     for seed in range(15):
         env = MinesweeperEnv(rows=4, cols=4, num_mines=4, max_turns=16)
         env.reset(seed=seed)
-        env.step(env.solve_action())
-        if env.episode_over:
+        *_, terminated, truncated, _ = env.step(env.solve_action())
+        if terminated or truncated:
             continue
         board = env.board()
         hidden = [(r, c) for r in range(4) for c in range(4) if not board[r][c].isdigit()]
@@ -118,7 +118,7 @@ def test_probabilities_match_brute_force():
 
 
 def test_determinism():
-    a, b = make("game:Minesweeper-v1-hard"), make("game:Minesweeper-v1-hard")
+    a, b = make("game:Minesweeper-v1-hard").unwrapped, make("game:Minesweeper-v1-hard").unwrapped
     assert a.reset(seed=3) == b.reset(seed=3)
     assert play(a, 3)[0] == play(b, 3)[0] and a.mines == b.mines and a.opened == b.opened
     layouts = set()
@@ -132,7 +132,7 @@ def test_determinism():
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=40))
 def test_any_boxed_text_gets_an_explained_observation(text):
-    env = make("game:Minesweeper-v1-hard")
+    env = make("game:Minesweeper-v1-hard").unwrapped
     env.reset(seed=0)
     obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
     assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

@@ -45,7 +45,7 @@ def open_room(boxes, targets, player):
 
 
 def test_solver_wins_every_easy_episode_with_the_table_return():
-    env = make("game:Sokoban-v1-easy")
+    env = make("game:Sokoban-v1-easy").unwrapped
     for seed in range(50):
         env.reset(seed=seed)
         p0 = on_target(env)
@@ -57,7 +57,7 @@ def test_solver_wins_every_easy_episode_with_the_table_return():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_hard_levels_are_solved_within_the_budget(seed):
-    env = make("game:Sokoban-v1-hard")
+    env = make("game:Sokoban-v1-hard").unwrapped
     env.reset(seed=seed)
     p0 = on_target(env)
     rewards, info, seconds = play(env, seed)
@@ -68,7 +68,7 @@ def test_hard_levels_are_solved_within_the_budget(seed):
 
 @pytest.mark.parametrize(("variant", "seeds"), [("easy", 50), ("hard", 5)])
 def test_levels_are_well_formed_and_optimally_solvable_in_budget(variant, seeds):
-    env = make(f"game:Sokoban-v1-{variant}")
+    env = make(f"game:Sokoban-v1-{variant}").unwrapped
     levels = set()
     for seed in range(seeds):
         obs, _ = env.reset(seed=seed)
@@ -119,7 +119,7 @@ def test_invalid_moves_are_penalised_and_explained(player, move, reason):
 
 
 def test_format_penalty():
-    env = make("game:Sokoban-v1-easy")
+    env = make("game:Sokoban-v1-easy").unwrapped
     env.reset(seed=0)
     before = (env.boxes, env.player)
     obs, reward, _, _, info = env.step("left")

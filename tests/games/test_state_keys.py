@@ -25,7 +25,7 @@ def _from_json(key):
 
 
 def _counter(env: Env) -> str:
-    return next(name for name in TURN_COUNTER if hasattr(env, name))
+    return next(name for name in TURN_COUNTER if hasattr(env.unwrapped, name))
 
 
 def _positions(env_id: str, seed: int, episodes: int = 12, turns: int = 8):
@@ -66,8 +66,8 @@ def test_equal_keys_answer_every_move_alike(env_id):
             left.set_state(state_a)
             right.set_state(state_b)
             counter = _counter(left)
-            setattr(right, counter, getattr(left, counter))
-            right.rng.setstate(left.rng.getstate())
+            setattr(right.unwrapped, counter, getattr(left.unwrapped, counter))
+            right.unwrapped.rng.setstate(left.unwrapped.rng.getstate())
             assert left.state_key() == right.state_key()
             _, reward_a, terminated_a, truncated_a, info_a = left.step(action)
             _, reward_b, terminated_b, truncated_b, info_b = right.step(action)

@@ -42,7 +42,7 @@ def test_each_word_hidden_once_and_directions_follow_difficulty():
 
 @pytest.mark.parametrize("variant", ["easy", "hard"])
 def test_solver_wins_every_seeded_episode_with_the_full_return(variant):
-    env = make(f"game:WordSearch-v1-{variant}")
+    env = make(f"game:WordSearch-v1-{variant}").unwrapped
     for seed in range(50):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
@@ -95,7 +95,7 @@ def test_turns_run_out_with_partial_credit_only():
 
 
 def test_determinism():
-    a, b = make("game:WordSearch-v1-hard"), make("game:WordSearch-v1-hard")
+    a, b = make("game:WordSearch-v1-hard").unwrapped, make("game:WordSearch-v1-hard").unwrapped
     assert a.reset(seed=8) == b.reset(seed=8)
     assert play(a, 8)[0] == play(b, 8)[0] and a.grid == b.grid
     grids = set()
@@ -108,7 +108,7 @@ def test_determinism():
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=40))
 def test_any_boxed_text_gets_an_explained_observation(text):
-    env = make("game:WordSearch-v1-hard")
+    env = make("game:WordSearch-v1-hard").unwrapped
     env.reset(seed=0)
     obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
     assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

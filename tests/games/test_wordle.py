@@ -40,7 +40,7 @@ def test_word_lists_ship_and_are_consistent():
 
 @pytest.mark.parametrize("variant", ["easy", "hard"])
 def test_solver_wins_every_seeded_episode_with_the_full_return(variant):
-    env = make(f"game:Wordle-v1-{variant}")
+    env = make(f"game:Wordle-v1-{variant}").unwrapped
     for seed in range(50):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
@@ -92,7 +92,7 @@ def test_turns_run_out_with_partial_credit_only():
 
 
 def test_state_is_cheap():
-    env = make("game:Wordle-v1-hard")
+    env = make("game:Wordle-v1-hard").unwrapped
     env.reset(seed=0)
     env.step("\\boxed{crane}")
     # Two generators (~2.5 kB each) and the game; the word lists (4,653 allowed words) are not copied.
@@ -100,7 +100,7 @@ def test_state_is_cheap():
 
 
 def test_determinism():
-    a, b = make("game:Wordle-v1-easy"), make("game:Wordle-v1-easy")
+    a, b = make("game:Wordle-v1-easy").unwrapped, make("game:Wordle-v1-easy").unwrapped
     assert a.reset(seed=11) == b.reset(seed=11)
     assert play(a, 11)[0] == play(b, 11)[0] and a.history == b.history
     secrets = set()
@@ -113,7 +113,7 @@ def test_determinism():
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=40))
 def test_any_boxed_text_gets_an_explained_observation(text):
-    env = make("game:Wordle-v1-hard")
+    env = make("game:Wordle-v1-hard").unwrapped
     env.reset(seed=0)
     obs, reward, terminated, *_ = env.step(f"\\boxed{{{text}}}")
     assert obs.strip() and (terminated or "turns left" in obs) and reward <= 1.5

@@ -127,14 +127,14 @@ def test_http_reset_is_seeded_and_stateless_step_is_a_json_error(guess_server):
 # ---- our Env client -----------------------------------------------------------------------------
 def test_make_openenv_id_plays_the_same_episodes_as_in_process(guess_server):
     env = gem_core.make(f"openenv:{guess_server.url}")
-    assert isinstance(env, OpenEnvClientEnv) and env.spec.id == f"openenv:{guess_server.url}"
+    assert isinstance(env.unwrapped, OpenEnvClientEnv) and env.spec.id == f"openenv:{guess_server.url}"
     try:
         for seed in (0, 1, 2, 3, 12345678901):
             assert play_remote(env, seed) == play_local(GUESS, seed)
-            assert env.seed == seed
+            assert env.unwrapped.seed == seed
         # A seedless reset continues the server-side generator, like a local env; the seed comes back.
         env.reset()
-        assert isinstance(env.seed, int)
+        assert isinstance(env.unwrapped.seed, int)
     finally:
         env.close()
     env.close()  # twice is fine
@@ -559,7 +559,7 @@ def test_gem_core_stays_light():
     code = (
         "import sys, gem_core, gem_core.openenv\n"
         "env = gem_core.make('openenv:http://127.0.0.1:9')\n"
-        "print(type(env).__name__, any(m == 'openenv' or m.startswith('openenv.') for m in sys.modules))\n"
+        "print(type(env.unwrapped).__name__, any(m == 'openenv' or m.startswith('openenv.') for m in sys.modules))\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=support.REPO

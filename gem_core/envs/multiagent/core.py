@@ -19,9 +19,10 @@ sender the same way.
 
 Like an Env (both derive from ``gem_core.core.EnvBase``), a MultiAgentEnv owns its generators
 (``rng`` for the episode, ``action_rng`` for ``sample_random_action(agent)``), seeded by
-``reset(seed)``, and has ``get_state``/``set_state``/``spawn``; and it behaves as an Env at the edges
-of an episode: ``step`` before the first reset or once no agent is live raises ``EpisodeOverError``,
-and an action that is not a ``str`` raises ``TypeError`` (``gem_core.core``). Subclasses implement ``_reset()``
+``reset(seed)``, and has ``get_state``/``set_state``/``spawn``. ``step`` checks the edges of an episode
+itself, before any of the subclass's code runs: before the first reset, or once no agent is live
+(``episode_over``), it raises ``EpisodeOverError``; an action that is not a ``str`` raises
+``TypeError``; a reset that raises leaves no agent live. Subclasses implement ``_reset()``
 and ``_step(actions)`` (actions already stripped of messages) and ``_random_action(agent)``.
 ``single_agent.SingleAgentView`` exposes one agent as an Env, the others played by given policies;
 ``rollout`` plays a whole episode (self-play).
@@ -33,7 +34,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from gem_core.core import EnvBase
+from gem_core.core import EnvBase, EpisodeOverError, check_action
 
 MultiStepResult = tuple[dict[str, str], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict]]
 Policy = Callable[[str], str]
@@ -67,6 +68,7 @@ class MultiAgentEnv(EnvBase):
     """Base class of a multi-agent text environment (see the module docstring)."""
 
     agents: list[str] = []
+    live_agents: list[str] = []  # until the first reset: no episode runs
     turn_order: ClassVar[str] = "sequential"  # or "parallel"
 
     # ---- for subclasses ------------------------------------------------------------------------
@@ -85,14 +87,26 @@ class MultiAgentEnv(EnvBase):
 
     # ---- the API -------------------------------------------------------------------------------
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[dict[str, str], dict[str, dict]]:
+        self.live_agents = []  # until ``_reset`` returns: one that raises leaves no episode
         self._seed(seed)
-        self.live_agents = list(self.agents)
         self.inbox: dict[str, list[str]] = {agent: [] for agent in self.agents}
         self.current_agent: str | None = self.agents[0] if self.turn_order == "sequential" else None
         observations, infos = self._reset()
+        self.live_agents = list(self.agents)
         return self._deliver(observations), infos
 
+    @property
+    def episode_over(self) -> bool:
+        """True before the first reset and once no agent is live: ``step`` would raise ``EpisodeOverError``."""
+        return not self.live_agents
+
     def step(self, actions: Mapping[str, str]) -> MultiStepResult:
+        if self.episode_over:
+            raise EpisodeOverError()
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions are a mapping from agent name to str, got {type(actions).__name__}")
+        for action in actions.values():
+            check_action(action)
         expected = {self.current_agent} if self.turn_order == "sequential" else set(self.live_agents)
         if set(actions) != expected:
             raise ValueError(f"this step takes actions from {sorted(expected)}, got {sorted(actions)}")
@@ -111,16 +125,6 @@ class MultiAgentEnv(EnvBase):
         if not self.live_agents:
             self.current_agent = None
         return self._deliver(observations), rewards, terminations, truncations, infos
-
-    def _check_action(self, actions: Any) -> None:
-        """``actions`` maps agent names to ``str`` actions (``TypeError`` otherwise)."""
-        if not isinstance(actions, Mapping):
-            raise TypeError(f"actions are a mapping from agent name to str, got {type(actions).__name__}")
-        for action in actions.values():
-            super()._check_action(action)
-
-    def _ends_episode(self, result: Any) -> bool:
-        return not self.live_agents
 
     def due_agents(self) -> list[str]:
         """The agents that act in the next step."""

@@ -7,6 +7,8 @@ others act until the learner is due again (sequential) or alongside it (parallel
 reward for a step is the sum of its rewards over every multi-agent step in between; its episode ends
 when its own termination or truncation does.
 
+Its ``step`` checks the edges of the learner's episode itself (``EpisodeOverError`` before the first
+reset and after its end, ``TypeError`` for a non-``str`` action), as ``OrderEnforcing`` would.
 Being an ``Env``, the view works with ``check_env``, wrappers, vector envs and every trainer adapter.
 Policies are shared by spawned copies and are not part of snapshots: give deterministic policies
 (or ``"random"``, which draws from the env's seeded generator) to keep episodes reproducible.
@@ -18,7 +20,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from gem_core.core import Env, StepResult
+from gem_core.core import Env, EpisodeOverError, StepResult, check_action
 from gem_core.envs.multiagent.core import MultiAgentEnv, Policy
 
 MAX_OTHER_STEPS = 10_000  # others acting between two learner actions; a guard against a stuck env
@@ -40,11 +42,19 @@ class SingleAgentView(Env[str]):
         super().reset(seed)
         # The inner env is seeded from this view's generator, so the same seed gives the same episode.
         self.observations, infos = self.env.reset(seed=self.rng.randrange(2**63), **kwargs)
-        _, (terminated, truncated), info = self._others_act()
-        self._episode_over = terminated or truncated  # the others ended it first (a degenerate env)
+        _, _, info = self._others_act()  # in a degenerate env the others end the episode here
         return self.observations[self.agent], {**infos.get(self.agent, {}), **info}
 
+    @property
+    def episode_over(self) -> bool:
+        """True before the first reset and once the learner's episode ended (which the others may end
+        before its first action, in a degenerate env): ``step`` would raise ``EpisodeOverError``."""
+        return self.agent not in self.env.live_agents
+
     def step(self, action: str) -> StepResult:
+        if self.episode_over:
+            raise EpisodeOverError()
+        check_action(action)
         actions = {self.agent: action}
         if self.env.turn_order == "parallel":
             actions.update(self._other_actions())

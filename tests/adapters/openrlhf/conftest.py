@@ -23,7 +23,7 @@ AGENT_FUNC = Path(__file__).resolve().parents[3] / "gem_adapters" / "openrlhf" /
 
 def openrlhf_sampling_params():
     """What ``SamplesGenerator`` builds for the engines (logprobs on, as with IS correction)."""
-    from gem_adapters.openrlhf.engine import EngineSamplingParams
+    from tests.adapters.openrlhf.policy_engine import EngineSamplingParams
 
     return EngineSamplingParams(
         max_tokens=TURN_CAP,
@@ -58,10 +58,10 @@ def played(tokenizer, tiny_model):
     """``[(row, player, output)]`` for GuessTheNumber seeds 0, 1 and Mastermind seed 2."""
     pytest.importorskip("openrlhf.utils.agent")
     from gem_adapters.openrlhf.advantages import ESTIMATOR_ENV
-    from gem_adapters.openrlhf.engine import PolicyEngine
     from gem_adapters.openrlhf.rows import task_rows
     from gem_adapters.policies.transformers_policy import TransformersPolicy
     from gem_adapters.tasks import make_tasks
+    from tests.adapters.openrlhf.policy_engine import PolicyEngine
 
     from .openrlhf_source import load_agent_executor
 

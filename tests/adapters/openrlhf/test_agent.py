@@ -25,11 +25,11 @@ from gem_adapters.openrlhf.advantages import (
     TURN_REWARDS,
     mask_runs,
 )
-from gem_adapters.openrlhf.engine import EngineSamplingParams, PolicyEngine
 from gem_adapters.openrlhf.rollout import GemAgentExecutor, GemEnvInstance
 from gem_adapters.openrlhf.rows import Task, task_rows
 from gem_adapters.policies.transformers_policy import TransformersPolicy
 from gem_adapters.tasks import make_tasks
+from tests.adapters.openrlhf.policy_engine import EngineSamplingParams, PolicyEngine
 
 from ..test_state_keys_rollout import replayed_keys
 from .conftest import AGENT_FUNC, MAX_LEN, SYSTEM_PROMPT, TURN_CAP, openrlhf_sampling_params

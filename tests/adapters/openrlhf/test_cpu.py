@@ -116,3 +116,19 @@ def test_openrlhf_trainer_modules_import_with_the_stand_in():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[-2:] == ["True", "False"]
+
+
+def test_the_command_takes_its_estimator_as_a_flag_not_from_the_environment(monkeypatch):
+    from gem_adapters.openrlhf.hook import ESTIMATOR_ENV, GemOpenRLHFConfig
+
+    monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
+    flags = ["--actor.num_nodes", "1", "--algo.advantage.estimator", "reinforce"]
+    config, rest = cpu.parse_gem_flags(["--gem.estimator", "rebn", *flags])
+    assert config == GemOpenRLHFConfig(estimator="rebn", cpu=True) and rest == flags
+    assert cpu.parse_gem_flags(["--gem.estimator=grpo"])[0].estimator == "grpo"
+    assert cpu.parse_gem_flags(flags) == (GemOpenRLHFConfig(cpu=True), flags)  # OpenRLHF's own estimator
+    with pytest.raises(ValueError, match="choose one of"):
+        cpu.parse_gem_flags(["--gem.estimator", "no_such_estimator"])
+    monkeypatch.setenv(ESTIMATOR_ENV, "rebn")  # configuration through the environment is refused
+    with pytest.raises(SystemExit, match=r"--gem\.estimator rebn"):
+        cpu.parse_gem_flags(flags)

@@ -53,6 +53,27 @@ def test_runtime_env_hook_carries_the_cpu_switch_without_an_estimator(monkeypatc
     assert hook.runtime_env_hook(None)["env_vars"] == {ESTIMATOR_ENV: "rebn", hook.CPU_ENV: "1"}
 
 
+def test_the_configuration_is_one_object_and_the_environment_only_carries_it(monkeypatch):
+    config = hook.GemOpenRLHFConfig(estimator="rebn", cpu=True)
+    env = config.environment()
+    assert env == {"RAY_RUNTIME_ENV_HOOK": hook.RUNTIME_ENV_HOOK, ESTIMATOR_ENV: "rebn", hook.CPU_ENV: "1"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert hook.GemOpenRLHFConfig.from_environment() == config  # what the workers read back
+    assert hook.runtime_env_hook(None)["env_vars"] == config.worker_variables()
+    assert hook.GemOpenRLHFConfig().environment() == {}  # OpenRLHF untouched: no hook at all
+    with pytest.raises(ValueError, match="choose one of"):
+        hook.GemOpenRLHFConfig(estimator="gae")  # needs a critic's per-turn values
+    # A launcher's environment: the caller's variables, with stale transport variables replaced.
+    stale = {"PATH": "/bin", ESTIMATOR_ENV: "grpo", "RAY_RUNTIME_ENV_HOOK": "old.hook"}
+    assert hook.launch_environment(hook.GemOpenRLHFConfig(), stale) == {"PATH": "/bin"}
+    assert hook.launch_environment(hook.GemOpenRLHFConfig(estimator="rloo"), stale) == {
+        "PATH": "/bin",
+        "RAY_RUNTIME_ENV_HOOK": hook.RUNTIME_ENV_HOOK,
+        ESTIMATOR_ENV: "rloo",
+    }
+
+
 @pytest.fixture
 def probe_module(tmp_path, monkeypatch):
     """A module with a ``RemoteExperienceMaker`` class, not imported yet (the real one needs flash-attn)."""

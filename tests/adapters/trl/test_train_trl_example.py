@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from gem_adapters.trajectory import read_jsonl
+from gem_adapters.jsonl import read_jsonl
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_trl.py"
 

@@ -1,4 +1,5 @@
-"""PolicyEngine: OpenRLHF's rollout-engine interface served by a gem policy (e.g. a transformers model on CPU).
+"""PolicyEngine (test helper): OpenRLHF's rollout-engine interface served by a gem policy (e.g. a
+transformers model on CPU), so the agent executor's tests run without vLLM, Ray or a GPU.
 
 An OpenRLHF agent executor reaches its LLM only through the engine it is handed as ``llm_engine``:
 ``await llm_engine.generate(prompt_token_ids, sampling_params, multi_modal_data=None)``, which in
@@ -9,7 +10,7 @@ Logprob}`` per generated id when ``sampling_params.logprobs`` is set).
 
 ``PolicyEngine`` answers that call from any ``gem_adapters.policies.Policy``, with outputs of the
 same shape (``RequestOutput``, ``CompletionOutput``, ``Logprob`` below mirror vLLM's fields), so an
-executor runs without vLLM, Ray or a GPU: debugging an agent, tests, small CPU experiments.
+executor runs without vLLM, Ray or a GPU.
 ``EngineSamplingParams`` holds the fields of ``vllm.SamplingParams`` that OpenRLHF sets; a real
 ``vllm.SamplingParams`` works as well.
 
