@@ -71,12 +71,16 @@ return) on that turn's tokens; ``turn_values_on_tokens`` places per-turn numbers
 (e.g. by a critic); ``turn_values_to_tokens`` is its one-row kernel. A turn's tokens are its span in
 the row, or, when only a trainer's loss mask travels with the batch, the mask's runs (``mask_runs``:
 the env and template ids between two actions have mask 0). Adapters decode their framework's
-transport into per-episode turn rewards, group ids and spans or masks, call these, and encode the
-result back (``docs/adding-a-framework.md``).
+transport into per-episode turn rewards, group ids, state keys and spans or masks, call these, and
+encode the result back (``docs/adding-a-framework.md``). State keys cross processes as JSON
+(``state_keys_to_json``) or, where a transport carries numbers only, as 63-bit codes
+(``state_key_code``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -510,6 +514,33 @@ def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -
     if rewards is None:
         rewards = [[t.reward for t in ep.turns] for ep in episodes]
     return compute_advantages(name, rewards, **kwargs)
+
+
+# ---- state keys across processes ----------------------------------------------------------------
+def state_keys_to_json(keys: Sequence[Any]) -> str:
+    """One episode's per-turn state keys as a JSON array (tuples become arrays, None null): the form
+    in which a transport that carries strings ships them (verl's non-tensor fields).
+    ``state_keys_from_json`` reads them back; keys equal as JSON stay equal."""
+    try:
+        return json.dumps(list(keys), separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"a state key must be plain JSON data (tuples, strings, numbers): {exc}") from None
+
+
+def state_keys_from_json(text: str) -> list[Any]:
+    """The keys of ``state_keys_to_json``, arrays read back as tuples."""
+    return [_hashable(key) for key in json.loads(text)]
+
+
+def state_key_code(key: Any) -> int:
+    """A state key as an integer, for transports that carry numbers only (OpenRLHF's ``extra_logs``
+    become tensors): -1 for None, else the first 63 bits of the BLAKE2b digest of the key's JSON
+    (``state_keys_to_json``). The same in every process (Python's ``hash`` of a string is salted per
+    process); two different keys share a code with probability 2**-63."""
+    if key is None:
+        return -1
+    digest = hashlib.blake2b(state_keys_to_json([key]).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
 
 
 def discounted_returns(rewards: Any, gamma: float = 1.0, episode_ids: Any = None) -> Any:

@@ -3,7 +3,8 @@
 * ``rollout.GemAgentExecutor`` (a ``MultiTurnAgentExecutor``) with ``rollout.GemEnvInstance`` (an
   ``AgentInstanceBase``): one token-exact GEM episode per sample, the env chosen by the row's label;
   ``agent_func.py`` is the file for ``--train.agent_func_path``.
-* ``advantages``: ReBN (and GRPO, Dr.GRPO, RLOO, REINFORCE) on per-turn rewards, replacing
+* ``advantages``: ReBN (and GRPO, Dr.GRPO, RLOO, REINFORCE, GiGPO on the state keys the executor
+  sends) on per-turn rewards, replacing
   ``RemoteExperienceMaker.compute_advantages_and_returns``; its docstring says how OpenRLHF's own
   ``reinforce`` with ``gamma`` differs.
 * ``hook``: ``GemOpenRLHFConfig``, the one configuration of a run (the estimator, CPU), and how it reaches

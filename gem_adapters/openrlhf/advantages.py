@@ -14,8 +14,13 @@ Where the turns come from:
 * **spans**: turn ``k``'s tokens are the ``k``-th run of ``action_mask == 1`` (the executor's
   ``action_ranges``; env and template ids separate consecutive actions). Their number must equal the
   turn count, which holds because the executor keeps every episode within ``--data.max_len``.
-* **groups** (GRPO, Dr.GRPO, RLOO): samples with the same label (env id, seed, kwargs) share an initial
-  state; the ``--rollout.n_samples_per_prompt`` samples of a row form one group.
+* **groups** (GRPO, Dr.GRPO, RLOO, GiGPO): samples with the same label (env id, seed, kwargs) share an
+  initial state; the ``--rollout.n_samples_per_prompt`` samples of a row form one group.
+* **state keys** (GiGPO, and any estimator registered with ``needs_state_keys``): the executor puts
+  each turn's env state key before its action (``Turn.state_key``) in ``extra_logs["gem_state_keys"]``
+  as an integer code (``gem_adapters.advantages.state_key_code``: -1 for no key, else 63 bits of a
+  BLAKE2b digest of the key's JSON), because OpenRLHF turns every ``extra_logs`` entry into a tensor;
+  equal keys have equal codes in every engine actor, and the codes group turns as the keys would.
 
 Each turn's reward is clipped to ``--reward.clip_range``, then charged the KL penalty of its own
 action tokens (``-kl_coef * sum KL``, as OpenRLHF charges each token when ``--algo.kl.use_loss`` is
@@ -58,18 +63,20 @@ from typing import Any
 
 import numpy as np
 
-from gem_adapters.advantages import as_numpy, mask_runs, token_advantages
+from gem_adapters.advantages import as_numpy, get_estimator, mask_runs, token_advantages
 from gem_adapters.advantages import estimator_names as shared_estimator_names
 
 ESTIMATOR_ENV = "GEM_OPENRLHF_ESTIMATOR"
 TURN_REWARDS = "gem_turn_rewards"
+STATE_KEYS = "gem_state_keys"
 NUM_TURNS = "gem_num_turns"
 SUCCESS = "gem_success"
 
 
 def estimator_names() -> list[str]:
-    """The shared estimators OpenRLHF can feed (no critic values), read from the registry at call time."""
-    return shared_estimator_names(values=False)
+    """The shared estimators OpenRLHF can feed (no critic values; state keys travel with the samples),
+    read from the registry at call time."""
+    return shared_estimator_names(values=False, state_keys=True)
 
 
 def configured_estimator() -> str | None:
@@ -123,15 +130,19 @@ def gem_advantages_and_returns(
 ) -> list[Any]:
     """Write per-turn ``estimator`` advantages into OpenRLHF ``Experience`` batches (in place; also
     returned): ``advantages`` and ``returns`` (B, A) on action tokens, ``info["return"]``; the
-    per-turn rewards are removed from ``info`` and ``kl`` is dropped, as OpenRLHF's method does.
-    ``adjustments[i][b]`` is added to the last turn of row ``b`` of experience ``i``."""
+    per-turn rewards and state keys are removed from ``info`` and ``kl`` is dropped, as OpenRLHF's
+    method does. ``adjustments[i][b]`` is added to the last turn of row ``b`` of experience ``i``."""
     import torch
 
+    needs_state_keys = get_estimator(estimator).needs_state_keys
     rewards: list[np.ndarray] = []
     spans: list[list[tuple[int, int]]] = []
     groups: list[str] = []
+    state_keys: list[list[int | None]] | None = [] if needs_state_keys else None
     for i, experience in enumerate(experiences):
         turn_rewards, turn_spans = episode_turns(experience, kl_coef=kl_coef, clip_range=clip_range)
+        if state_keys is not None:
+            state_keys.extend(episode_state_keys(experience))
         if adjustments is not None:
             for b, extra in enumerate(as_numpy(adjustments[i]).reshape(-1)):
                 turn_rewards[b][-1] += extra
@@ -143,7 +154,14 @@ def gem_advantages_and_returns(
         )
     width = max((int(e.action_mask.shape[1]) for e in experiences), default=0)
     out = token_advantages(
-        estimator, rewards, width, turn_spans=spans, group_ids=groups, gamma=gamma, eps=eps
+        estimator,
+        rewards,
+        width,
+        turn_spans=spans,
+        group_ids=groups,
+        state_keys=state_keys,
+        gamma=gamma,
+        eps=eps,
     )
     first = 0
     for experience in experiences:
@@ -158,6 +176,7 @@ def gem_advantages_and_returns(
         experience.returns = tensor(out.returns[here, :width])
         experience.info["return"] = tensor(np.array([r.sum() for r in rewards[here]], dtype=np.float64))
         experience.info.pop(TURN_REWARDS, None)
+        experience.info.pop(STATE_KEYS, None)
         experience.kl = None
     return list(experiences)
 
@@ -193,6 +212,21 @@ def episode_turns(
         rewards.append(r)
         spans.append(turns)
     return rewards, spans
+
+
+def episode_state_keys(experience: Any) -> list[list[int | None]]:
+    """Per row of one ``Experience``: each turn's state key code (None for a turn without a key)."""
+    info = experience.info
+    if STATE_KEYS not in info or NUM_TURNS not in info:
+        raise ValueError(
+            f"the samples carry no per-turn state keys (info[{STATE_KEYS!r}]): play them with "
+            f"GemAgentExecutor and {ESTIMATOR_ENV} set in the vLLM engine actors (gem_adapters.openrlhf.hook)"
+        )
+    counts = as_numpy(info[NUM_TURNS]).reshape(-1).astype(np.int64)
+    table = as_numpy(info[STATE_KEYS], dtype=None).reshape(len(counts), -1)
+    if not np.issubdtype(table.dtype, np.integer):  # a float cannot hold a 63-bit code
+        raise ValueError(f"info[{STATE_KEYS!r}] holds {table.dtype}, not the integer codes the executor sent")
+    return [[None if code < 0 else int(code) for code in row[:count]] for row, count in zip(table, counts)]
 
 
 def _group_key(label: Any) -> str:

@@ -18,8 +18,9 @@ turns into an ``Experience``::
     rollout_log_probs    the engine's logprob of each generated id, 0.0 elsewhere (if requested)
     reward, scores       the episode's total reward
     truncated            the last action was cut by its token budget
-    extra_logs           gem_num_turns, gem_success, and gem_turn_rewards (the per-turn rewards, for
-                         the per-turn estimators of ``gem_adapters.openrlhf.advantages``)
+    extra_logs           gem_num_turns, gem_success, and gem_turn_rewards and gem_state_keys (the
+                         per-turn rewards and state-key codes, for the per-turn estimators of
+                         ``gem_adapters.openrlhf.advantages``)
 
 Why ``execute`` is not the inherited ``MultiTurnAgentExecutor.execute``: that loop tokenises the
 first prompt and every env feedback text on its own and passes only the action *text* to the
@@ -37,7 +38,13 @@ most what is left, keeping room for the closing end-of-turn ids, and at most
 (label) caps the actions. An episode stopped by a budget has ``info["stopped_by"]`` set and its last
 turn flagged truncated, as in ``gem_adapters.rollout``.
 
-Per-turn rewards travel in ``extra_logs["gem_turn_rewards"]`` only when the executor is asked to
+State keys: ``GemEnvInstance`` reports the env's ``state_key()`` in the ``info`` of its ``reset`` and
+``step`` (as ``info["state_key"]``, the key ``gem_adapters.rollout`` reads), so each turn of the
+episode records the state before its action (``Turn.state_key``, GiGPO's anchor). Another instance
+class that reports none gives turns without a key.
+
+Per-turn rewards (and state keys) travel in ``extra_logs["gem_turn_rewards"]`` (and
+``extra_logs["gem_state_keys"]``) only when the executor is asked to
 (``turn_rewards=True``, or the ``GEM_OPENRLHF_ESTIMATOR`` variable that ``gem_adapters.openrlhf.hook``
 sets for every Ray worker): OpenRLHF turns each ``extra_logs`` entry into a per-sample tensor, and a
 list becomes a row of a 2-D tensor that only the GEM estimator consumes (and removes); left in place,
@@ -52,9 +59,16 @@ from typing import Any
 
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
+from gem_adapters.advantages import state_key_code
 from gem_adapters.chat_renderer import ChatRenderer, shared_renderer
 from gem_adapters.episode import Episode
-from gem_adapters.openrlhf.advantages import NUM_TURNS, SUCCESS, TURN_REWARDS, configured_estimator
+from gem_adapters.openrlhf.advantages import (
+    NUM_TURNS,
+    STATE_KEYS,
+    SUCCESS,
+    TURN_REWARDS,
+    configured_estimator,
+)
 from gem_adapters.openrlhf.rows import Task
 from gem_adapters.policies.base import Generation, SamplingParams
 from gem_adapters.rollout import aplay_episode
@@ -71,7 +85,8 @@ class GemEnvInstance(AgentInstanceBase):
     ``reset(states)`` reads the task from ``states["label"]`` and returns ``{"observation": first
     observation, "info": ...}``; ``step(states)`` plays ``states["action_text"]`` and returns
     ``rewards``, ``scores`` (tensors), ``environment_feedback`` (the env's next observation, raw
-    text: the executor renders it), ``done``, ``terminated``, ``truncated`` and ``info``.
+    text: the executor renders it), ``done``, ``terminated``, ``truncated`` and ``info``. Both
+    ``info`` dicts carry the env's ``state_key()`` of the state they leave the agent in.
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -80,7 +95,7 @@ class GemEnvInstance(AgentInstanceBase):
     async def reset(self, states: dict, **kwargs: Any) -> dict:
         task = Task.from_label(states["label"])
         observation, info = await asyncio.to_thread(self._make_and_reset, task)
-        return {**states, "observation": str(observation), "info": info}
+        return {**states, "observation": str(observation), "info": self._with_state_key(info)}
 
     async def step(self, states: dict, **kwargs: Any) -> dict:
         import torch
@@ -95,13 +110,18 @@ class GemEnvInstance(AgentInstanceBase):
             "done": bool(terminated or truncated),
             "terminated": bool(terminated),
             "truncated": bool(truncated),
-            "info": info,
+            "info": self._with_state_key(info),
         }
 
     def close(self) -> None:
         if self.env is not None:
             self.env.close()
             self.env = None
+
+    def _with_state_key(self, info: Any) -> dict[str, Any]:
+        info = dict(info or {})
+        info.setdefault("state_key", self.env.state_key())
+        return info
 
     def _make_and_reset(self, task: Task) -> tuple[Any, dict]:
         import gem_core
@@ -218,6 +238,7 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         extra_logs = {**extra_logs, NUM_TURNS: episode.num_turns, SUCCESS: float(episode.success)}
         if self.turn_rewards if self.turn_rewards is not None else configured_estimator() is not None:
             extra_logs[TURN_REWARDS] = rewards
+            extra_logs[STATE_KEYS] = [state_key_code(turn.state_key) for turn in episode.turns]
         output = {
             "prompt": prompt,
             "label": label,
@@ -250,7 +271,7 @@ class _InstanceEnv:
     async def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         reset = await self.instance.reset({"observation": self.observation, "label": self.label})
         self.observation = str(reset["observation"])
-        return self.observation, {}
+        return self.observation, dict(reset.get("info") or {})
 
     async def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any] | None]:
         states = {"observation": self.observation, "action_text": action, **self.turn, "label": self.label}

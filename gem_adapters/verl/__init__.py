@@ -4,9 +4,11 @@
 * ``rollout.GemAgentLoop`` ("gem_agent"): plays one episode per dataset row through verl's
   ``server_manager``; per-turn rewards travel in ``rm_scores`` (one per turn, on its last action id:
   ``token_rewards``).
-* ``advantages``: ``gem_rebn``, ``gem_grpo``, ``gem_dr_grpo``, ``gem_rloo``, ``gem_reinforce`` for
-  ``algorithm.adv_estimator``; registered in every verl process by the ``verl.plugins`` entry point
-  (``plugin``).
+* ``advantages``: ``gem_rebn``, ``gem_grpo``, ``gem_dr_grpo``, ``gem_rloo``, ``gem_reinforce``,
+  ``gem_gigpo``, ... for ``algorithm.adv_estimator``; registered in every verl process by the
+  ``verl.plugins`` entry point (``plugin``).
+* ``state_keys``: each turn's env state key from the agent loop's sample to the estimators that need
+  them (GiGPO): the ``gem_state_keys`` field and a pinned patch of verl's v1 advantage step.
 * ``cpu``: verl's own trainer on CPU. ``policy_server.PolicyServer``: the server-manager interface
   served by a gem policy (CPU runs, tests).
 

@@ -15,9 +15,11 @@ Registered names: ``gem_<name>`` for every estimator of ``gem_adapters.advantage
 per-turn values (``gem_rebn``, ``gem_rebn_per_episode``, ``gem_reinforce``, ``gem_grpo``, ...), also
 those registered later in the process (``register_estimators`` follows the shared registry with
 ``on_register``) and those of other packages' ``gem_adapters.estimators`` entry points (loaded with the
-shared module, in every verl process that imports this plugin). Turn-level GAE needs the critic's
-values, which verl passes to its own ``gae`` only, and GiGPO each turn's env state key, which verl's
-estimator call does not carry: neither is registered.
+shared module, in every verl process that imports this plugin). Estimators that need each turn's
+env state key (``gem_gigpo``, ``gem_gigpo_no_std``) are registered together with the transport that
+carries the keys from ``GemAgentLoop`` to the estimator (``gem_adapters.verl.state_keys``: a field of
+the sample and a patch of verl's v1 advantage step), which ``register_estimators`` installs. Turn-level
+GAE needs the critic's values, which verl passes to its own ``gae`` only: it is not registered.
 
 Limits: a row without any mask-1 id has no turn and gets zero advantages; verl's rollout-correction
 rejection (``algorithm.rollout_correction``) may zero parts of ``response_mask`` before the estimator
@@ -29,7 +31,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gem_adapters.advantages import Estimator, on_register, token_advantages
+from gem_adapters.advantages import Estimator, estimator_names, get_estimator, on_register, token_advantages
+from gem_adapters.verl import state_keys
 from gem_adapters.verl.token_rewards import turns_from_tokens
 
 PREFIX = "gem_"
@@ -41,12 +44,26 @@ def gem_advantages(
     response_mask: Any,
     config: Any = None,
     index: Any = None,
+    non_tensor_batch: Any = None,
     **_: Any,
 ) -> tuple[Any, Any]:
-    """verl's estimator contract: ``(advantages, returns)``, both shaped like ``token_level_rewards``."""
+    """verl's estimator contract: ``(advantages, returns)``, both shaped like ``token_level_rewards``.
+    An estimator that needs state keys reads them with ``state_keys.batch_state_keys``."""
     import torch
 
     flat_rewards, rows, turn_spans = turns_from_tokens(token_level_rewards, response_mask)
+    keys = None
+    if get_estimator(name).needs_state_keys:
+        keys = state_keys.batch_state_keys(len(turn_spans), non_tensor_batch)
+        if keys is None:
+            raise ValueError(
+                f"{PREFIX}{name} needs each turn's env state key: train on episodes played by GemAgentLoop "
+                "in verl's v1 trainer, with gem_adapters.verl.state_keys.PATCHES installed "
+                "(gem_adapters.verl.advantages.register_estimators installs it)"
+            )
+        for b, (row_keys, row_spans) in enumerate(zip(keys, turn_spans)):
+            if len(row_keys) != len(row_spans):
+                raise ValueError(f"row {b}: {len(row_keys)} state keys for {len(row_spans)} turns")
     out = token_advantages(
         name,
         [flat_rewards[rows == b] for b in range(len(turn_spans))],
@@ -54,6 +71,7 @@ def gem_advantages(
         turn_spans=turn_spans,
         loss_mask=response_mask,
         group_ids=None if index is None else list(index),
+        state_keys=keys,
         gamma=float(_get(config, "gamma", 1.0)),
         lam=float(_get(config, "lam", 1.0)),
     )
@@ -61,11 +79,16 @@ def gem_advantages(
     return torch.from_numpy(out.advantages).to(**like), torch.from_numpy(out.returns).to(**like)
 
 
-def register_estimators() -> list[str]:
+def register_estimators(*, with_state_keys: bool = True) -> list[str]:
     """Register ``gem_<name>`` with verl's ``register_adv_est`` for every shared estimator that needs
-    no values and no state keys, now and whenever one is registered later (idempotent); returns the
-    names so far."""
+    no values, now and whenever one is registered later (idempotent); returns the names so far.
+    ``with_state_keys``: also install the state-key transport (``state_keys.PATCHES``) and so the
+    estimators that need state keys; without it (and before it) they are not registered."""
     global _FOLLOWING
+    if with_state_keys and not state_keys.PATCHES.installed:
+        state_keys.PATCHES.install()
+        for name in estimator_names(values=False, state_keys=True):  # skipped until the transport was in
+            _register_with_verl(get_estimator(name))
     if not _FOLLOWING:
         _FOLLOWING = True
         on_register(_register_with_verl)
@@ -81,7 +104,8 @@ def _register_with_verl(estimator: Estimator) -> None:
     from verl.trainer.ppo import core_algos
 
     key = PREFIX + estimator.name
-    feedable = not (estimator.needs_values or estimator.needs_state_keys)  # verl passes neither
+    # verl passes no per-turn values; state keys only through the installed transport
+    feedable = not estimator.needs_values and (not estimator.needs_state_keys or state_keys.PATCHES.installed)
     if feedable and key not in core_algos.ADV_ESTIMATOR_REGISTRY:
         core_algos.register_adv_est(key)(functools.partial(gem_advantages, estimator.name))
 

@@ -7,6 +7,9 @@ switched off, ``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin`` does the sa
 errors raised while loading a plugin; ``python -c "import verl.trainer.ppo.core_algos as c;
 print(sorted(c.ADV_ESTIMATOR_REGISTRY))"`` shows whether the ``gem_*`` names arrived.
 
+It also installs the state-key transport (``gem_adapters.verl.state_keys``: a pinned patch of the v1
+trainer's advantage step), with which ``gem_gigpo`` and ``gem_gigpo_no_std`` are registered.
+
 With ``VERL_PLATFORM=cpu`` it also installs ``gem_adapters.verl.cpu`` (verl's trainer on CPU).
 """
 

@@ -12,6 +12,7 @@ through verl's ``server_manager`` (its vLLM/SGLang replicas), and returns the ep
     response_mask        1 1 |       0 0 0       |   1 1    | ... |    1 1 1    |  0
     response_logprobs    the server's logprob of each generated id, 0.0 elsewhere
     rm_scores        each turn's env reward on the last id of that turn's action
+    gem_state_keys   each turn's env state key before its action, as JSON (``gem_adapters.verl.state_keys``)
 
 The sample is ``Episode.to_prompt_response()``. Per-turn rewards: verl's ``AgentLoopOutput`` carries
 one scalar (``reward_score``, written on the last token), and when a loop returns one output per turn
@@ -63,18 +64,23 @@ from gem_adapters.rollout import aplay_episode
 from gem_adapters.rollout_limits import RolloutLimits
 from gem_adapters.tasks import Task
 from gem_adapters.verl.rows import AGENT_NAME, system_prompt_of, task_from_row
+from gem_adapters.verl.state_keys import FIELD as STATE_KEYS_FIELD
+from gem_adapters.verl.state_keys import state_keys_field
 from gem_adapters.verl.token_rewards import rewards_on_tokens
 
 
 class GemAgentLoopOutput(AgentLoopOutput):
-    """An episode as a verl sample, with per-turn rewards in ``rm_scores`` (see the module docstring)."""
+    """An episode as a verl sample, with per-turn rewards in ``rm_scores`` and per-turn state keys in
+    ``gem_state_keys`` (see the module docstring)."""
 
     token_rewards: list[float] = Field(default_factory=list, exclude=True)
+    state_keys: str = Field(default="[]", exclude=True)  # JSON, gem_adapters.verl.state_keys
     episode: Any = Field(default=None, exclude=True)  # the gem_adapters Episode (not sent to the trainer)
 
     def as_dict(self) -> dict[str, Any]:
         output = super().as_dict()
         output["rm_scores"] = torch.tensor(self.token_rewards, dtype=torch.float32)
+        output[STATE_KEYS_FIELD] = self.state_keys
         return output
 
 
@@ -190,6 +196,7 @@ class GemAgentLoop(AgentLoopBase):
                 "reward_extra_info": {"success": float(episode.success), "turns": episode.num_turns},
             },
             token_rewards=rewards_on_tokens(rewards, sample.turn_spans, len(sample.response_ids)),
+            state_keys=state_keys_field([turn.state_key for turn in episode.turns]),
             episode=episode,
         )
 
@@ -205,6 +212,10 @@ class _TimedEnv:
 
     async def step(self, action: str) -> Any:
         return await self._timed(self.env.step, action)
+
+    def state_key(self) -> Any:
+        """The env's state key (``gem_adapters.rollout`` records it before each action)."""
+        return self.env.state_key()
 
     async def _timed(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()

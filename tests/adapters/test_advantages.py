@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -20,6 +22,9 @@ from gem_adapters.advantages import (
     get_estimator,
     mask_runs,
     register_estimator,
+    state_key_code,
+    state_keys_from_json,
+    state_keys_to_json,
     turn_values_to_tokens,
 )
 
@@ -509,3 +514,52 @@ def test_rebn_with_torch_distributed_gloo(free_port):
     for p in procs:
         p.join(timeout=60)
     np.testing.assert_allclose(results[0] + results[1], single, rtol=1e-12, atol=1e-12)
+
+
+def test_state_keys_cross_processes_as_json_and_as_codes():
+    """How state keys travel between a trainer's processes: JSON (lists read back as tuples) where a
+    transport carries strings, a 63-bit code (-1: no key) where it carries numbers; both group turns as
+    the keys themselves do, in any process."""
+    keys = [("board", (1, 2), "x"), "s", 3, None, ("board", (1, 2), "x"), ("s",)]
+    text = state_keys_to_json(keys)
+    assert state_keys_from_json(text) == keys
+    codes = [state_key_code(k) for k in keys]
+    assert codes[3] == -1 and codes[0] == codes[4] and len({codes[i] for i in (0, 1, 2, 5)}) == 4
+    assert all(0 <= c < 2**63 for c in codes if c != -1)
+    assert state_key_code(["board", [1, 2], "x"]) == codes[0]  # a key read back from JSON
+    fresh = subprocess.run(  # str hashes are salted per process; the codes are not
+        [
+            sys.executable,
+            "-c",
+            f"from gem_adapters.advantages import state_key_code as c; print(c({keys[0]!r}))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert fresh.returncode == 0, fresh.stderr
+    assert int(fresh.stdout) == codes[0]
+    rewards = [[1.0, 0.0, 2.0], [0.0, 3.0, 1.0]]
+    by_key = compute_advantages("gigpo", rewards, group_ids=[0, 0], state_keys=[keys[:3], keys[3:]])
+    by_json = compute_advantages(
+        "gigpo",
+        rewards,
+        group_ids=[0, 0],
+        state_keys=[
+            state_keys_from_json(state_keys_to_json(keys[:3])),
+            state_keys_from_json(state_keys_to_json(keys[3:])),
+        ],
+    )
+    by_code = compute_advantages(
+        "gigpo",
+        rewards,
+        group_ids=[0, 0],
+        state_keys=[[None if c < 0 else c for c in codes[:3]], [None if c < 0 else c for c in codes[3:]]],
+    )
+    for a, b, c in zip(by_key, by_json, by_code):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+    with pytest.raises(ValueError, match="plain JSON data"):
+        state_keys_to_json([object()])
+    with pytest.raises(ValueError, match="plain JSON data"):
+        state_key_code(float("nan"))

@@ -1,8 +1,11 @@
 """The same episodes through TRL's, verl's and OpenRLHF's advantage hooks give identical token-level
 advantages: each adapter encodes the episodes in its framework's transport (TRL's samples, verl's
-``token_level_rewards`` rows with the ``index`` uids, OpenRLHF's ``Experience`` built by OpenRLHF's own
-code from the agent executor's output), and its hook decodes them and calls
-``gem_adapters.advantages.token_advantages`` / ``turn_values_on_tokens``."""
+``token_level_rewards`` rows with the ``index`` uids and the agent loop's ``gem_state_keys`` field,
+OpenRLHF's ``Experience`` built by OpenRLHF's own code from the agent executor's output, state keys as
+codes in its info), and its hook decodes them and calls
+``gem_adapters.advantages.token_advantages`` / ``turn_values_on_tokens``. GiGPO included: each turn's
+state key travels with its sample (``tests/adapters/verl/test_state_keys.py`` runs verl's half through
+TransferQueue and the v1 trainer's advantage step)."""
 
 from __future__ import annotations
 
@@ -33,13 +36,15 @@ from gem_adapters.trl.advantages import token_advantages as trl_token_advantages
 from gem_adapters.trl.advantages import turn_advantages as trl_turn_advantages
 from gem_adapters.trl.rollout import episode_to_sample
 from gem_adapters.verl.advantages import register_estimators
+from gem_adapters.verl.state_keys import FIELD as VERL_STATE_KEYS
+from gem_adapters.verl.state_keys import state_keys_field
 from gem_adapters.verl.token_rewards import rewards_on_tokens
 
 from .openrlhf.openrlhf_source import process_response_into_experience
 
 GAMMA = 0.9
 MAX_LEN = 2048
-ESTIMATORS = ["rebn", "rebn_per_episode", "grpo", "dr_grpo", "rloo", "reinforce"]
+ESTIMATORS = ["rebn", "rebn_per_episode", "grpo", "dr_grpo", "rloo", "reinforce", "gigpo", "gigpo_no_std"]
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +105,14 @@ def verl_rows(episodes, name) -> list[torch.Tensor]:
         rewards[row, :n] = torch.tensor(rewards_on_tokens(turn_rewards, response.turn_spans, n))
         mask[row, :n] = torch.tensor(response.response_mask)
     uids = np.array([f"{e.env_id}/{e.seed}" for e in episodes], dtype=object)
+    # The agent loop's per-sample field, as a non-tensor batch hands it over (the v1 trainer: the patch).
+    keys = np.array([state_keys_field([t.state_key for t in e.turns]) for e in episodes], dtype=object)
     advantages, _ = core_algos.get_adv_estimator_fn(f"gem_{name}")(
-        token_level_rewards=rewards, response_mask=mask, config=OmegaConf.create({"gamma": GAMMA}), index=uids
+        token_level_rewards=rewards,
+        response_mask=mask,
+        config=OmegaConf.create({"gamma": GAMMA}),
+        index=uids,
+        non_tensor_batch={"uid": uids, VERL_STATE_KEYS: keys},
     )
     return on_actions(advantages, mask)
 
@@ -130,8 +141,13 @@ def test_three_adapters_put_the_same_advantages_on_the_same_tokens(episodes, tok
         openrlhf_rows(episodes, tokenizer, name),
     )
     groups = [f"{e.env_id}/{e.seed}" for e in episodes]
+    state_keys = [[t.state_key for t in e.turns] for e in episodes]
     expected = compute_advantages(
-        name, [[t.reward for t in e.turns] for e in episodes], gamma=GAMMA, group_ids=groups
+        name,
+        [[t.reward for t in e.turns] for e in episodes],
+        gamma=GAMMA,
+        group_ids=groups,
+        state_keys=state_keys,
     )
     for e, episode in enumerate(episodes):
         want = torch.from_numpy(
@@ -142,3 +158,13 @@ def test_three_adapters_put_the_same_advantages_on_the_same_tokens(episodes, tok
         assert torch.equal(openrlhf[e], want), f"OpenRLHF, episode {e}"
     if name in ("grpo", "rloo", "rebn"):
         assert any(np.any(a != 0) for a in expected)
+    if name.startswith("gigpo"):  # the state keys mattered: the episode level alone differs
+        assert all(k is not None for keys in state_keys for k in keys[:1])
+        episode_level = compute_advantages(
+            name,
+            [[t.reward for t in e.turns] for e in episodes],
+            gamma=GAMMA,
+            group_ids=groups,
+            state_keys=[[None] * len(k) for k in state_keys],
+        )
+        assert any(not np.allclose(a, b) for a, b in zip(expected, episode_level))

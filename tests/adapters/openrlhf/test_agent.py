@@ -16,13 +16,22 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 import gem_core
-from gem_adapters.openrlhf.advantages import ESTIMATOR_ENV, NUM_TURNS, SUCCESS, TURN_REWARDS, mask_runs
+from gem_adapters.advantages import state_key_code
+from gem_adapters.openrlhf.advantages import (
+    ESTIMATOR_ENV,
+    NUM_TURNS,
+    STATE_KEYS,
+    SUCCESS,
+    TURN_REWARDS,
+    mask_runs,
+)
 from gem_adapters.openrlhf.rollout import GemAgentExecutor, GemEnvInstance
 from gem_adapters.openrlhf.rows import Task, task_rows
 from gem_adapters.policies.transformers_policy import TransformersPolicy
 from gem_adapters.tasks import make_tasks
 from tests.adapters.openrlhf.policy_engine import EngineSamplingParams, PolicyEngine
 
+from ..test_state_keys_rollout import replayed_keys
 from .conftest import AGENT_FUNC, MAX_LEN, SYSTEM_PROMPT, TURN_CAP, openrlhf_sampling_params
 from .openrlhf_source import load_agent_executor, process_response_into_experience
 
@@ -106,6 +115,22 @@ def test_rewards_are_the_envs_per_turn(played):
     assert ("model", "max_context_tokens", False) in kinds
 
 
+def test_each_turn_carries_the_envs_state_key_before_its_action(played):
+    """``GemEnvInstance`` reports the env's ``state_key()`` after reset and every step; the episode keeps
+    the key before each action, and ``extra_logs`` its integer code (what survives OpenRLHF's tensors)."""
+    for _, _, output in played:
+        episode = output["episode"]
+        replayed = replayed_keys(episode)
+        assert [t.state_key for t in episode.turns] == replayed
+        assert None not in replayed  # the games name their states
+        assert output["extra_logs"][STATE_KEYS] == [state_key_code(k) for k in replayed]
+    # Sessions of one task start from one state: the first turns share a key (GiGPO's anchor).
+    first = {}
+    for row, _, output in played:
+        first.setdefault(row["label"], set()).add(output["extra_logs"][STATE_KEYS][0])
+    assert all(len(codes) == 1 for codes in first.values())
+
+
 def test_logprobs_are_the_models_on_generated_ids(played, tiny_model):
     for _, player, output in played[:1]:
         assert player == "model"
@@ -137,6 +162,10 @@ def test_openrlhf_turns_outputs_into_experiences(played, tokenizer):
     widest = max(len(o["action_ranges"]) for _, _, o in played)
     assert batch.info[TURN_REWARDS].shape == (len(played), widest)
     assert batch.info[NUM_TURNS].tolist() == [len(o["action_ranges"]) for _, _, o in played]
+    assert batch.info[STATE_KEYS].dtype == torch.int64  # 63-bit codes, exact
+    for row, (_, _, output) in enumerate(played):
+        codes = output["extra_logs"][STATE_KEYS]
+        assert batch.info[STATE_KEYS][row, : len(codes)].tolist() == codes
 
 
 def test_label_limits_turns_and_per_turn_rewards_need_the_estimator(tokenizer, tiny_model, monkeypatch):

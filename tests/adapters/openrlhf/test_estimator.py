@@ -19,6 +19,7 @@ from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 from gem_adapters.advantages import compute_advantages, discounted_returns, turn_values_to_tokens
 from gem_adapters.openrlhf.advantages import (
     NUM_TURNS,
+    STATE_KEYS,
     TURN_REWARDS,
     compute_advantages_and_returns,
     gem_advantages_and_returns,
@@ -110,6 +111,36 @@ def test_gem_estimator_equals_shared_advantages(played, tokenizer, name):
         assert all(len(set(np.round(a, 6))) > 1 for a, r in zip(expected, rewards) if any(r))
     if name == "grpo":  # the winning GuessTheNumber group has a baseline, the losing ones differ too
         assert any(np.any(a != 0) for a in expected)
+
+
+@pytest.mark.parametrize("name", ["gigpo", "gigpo_no_std"])
+def test_gigpo_groups_turns_by_the_state_keys_the_executor_sent(played, tokenizer, name):
+    """The state keys travel as codes in ``extra_logs``; decoded, they group turns as the episodes' own
+    keys do: the advantages equal ``compute_advantages`` on the episodes' ``Turn.state_key``."""
+    experiences = batches(played, tokenizer)
+    out = compute_advantages_and_returns(maker(cli_args()), experiences, estimator=name)
+    rewards = float32_rewards(played)
+    groups = [o["label"] for _, _, o in played]
+    keys = [[t.state_key for t in o["episode"].turns] for _, _, o in played]
+    expected = compute_advantages(name, rewards, gamma=GAMMA, group_ids=groups, state_keys=keys)
+    for e, (experience, b) in enumerate(rows(out)):
+        mask = experience.action_mask[b]
+        want = turn_values_to_tokens(expected[e], mask_runs(mask), mask.shape[0], mask.numpy())
+        assert torch.equal(experience.advantages[b], torch.from_numpy(want).float())
+    for experience in out:
+        assert STATE_KEYS not in experience.info and TURN_REWARDS not in experience.info
+    # The step level did something: episode level alone (no keys) gives other numbers.
+    no_keys = [[None] * len(r) for r in rewards]
+    episode_level = compute_advantages(name, rewards, gamma=GAMMA, group_ids=groups, state_keys=no_keys)
+    assert any(not np.allclose(a, b) for a, b in zip(expected, episode_level))
+
+
+def test_samples_without_state_keys_are_refused_for_gigpo(played, tokenizer):
+    (experience, *_) = batches(played, tokenizer)
+    experience.info.pop(STATE_KEYS)
+    with pytest.raises(ValueError, match="state keys"):
+        gem_advantages_and_returns([experience], "gigpo")
+    gem_advantages_and_returns([experience], "grpo")  # an estimator without state keys does not read them
 
 
 def test_kl_clip_and_length_penalty_are_charged_to_turns(played, tokenizer):

