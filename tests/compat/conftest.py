@@ -8,7 +8,10 @@ directory, and ``nltk.download`` is made a no-op so nothing reaches for the netw
 from __future__ import annotations
 
 import gzip
+import os
+import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,8 @@ def reference_gem(tmp_path_factory):
     patch = pytest.MonkeyPatch()
     patch.setattr(nltk.data, "path", [str(words_dir.parent.parent)])
     patch.setattr(nltk, "download", lambda *args, **kwargs: True)
+    # the reference's sandbox runs a bare `python` from PATH; a stock system has only `python3`
+    patch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     try:
         gem = pytest.importorskip("gem")
         yield gem
