@@ -128,6 +128,26 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
     del sys.modules["benchmarks.learning.experiments"]
 
 
+def test_a_run_stopped_midway_runs_again(tmp_path, monkeypatch):
+    experiments = learning_module("experiments")
+    monkeypatch.setattr(experiments, "RUNS", tmp_path)
+    a = experiments.arm("guess_range", "rebn", steps=3)
+    path = experiments.run_path(a, 0)
+    started = []
+    monkeypatch.setattr(experiments.subprocess, "call", lambda cmd, **kwargs: started.append(cmd) or 0)
+    monkeypatch.setitem(experiments.EXPERIMENTS, "stopped", [a])
+
+    path.write_text("step,success_rate\n1,0.5\n2,0.5\n")  # 2 of its 3 steps
+    experiments.run(["stopped"], seeds=[0], steps=None, workers=1)
+    assert [cmd[-1] for cmd in started] == [str(path)]
+
+    started.clear()
+    path.write_text("step,success_rate\n1,0.5\n2,0.5\n3,0.6\n")
+    experiments.run(["stopped"], seeds=[0], steps=None, workers=1)
+    assert started == []
+    del sys.modules["benchmarks.learning.experiments"]
+
+
 def test_a_flag_at_its_default_names_the_same_run_as_leaving_it_out():
     experiments = learning_module("experiments")
 

@@ -227,9 +227,22 @@ def module(a: dict) -> str:
     return f"benchmarks.learning.{a['trainer'].removesuffix('.py')}"
 
 
+def run_steps(a: dict, steps: int | None) -> int:
+    """The arm's run length: its own, else ``steps`` (``run --steps``), else its task's."""
+    return a["steps"] or steps or STEPS.get(a["task"], 40)
+
+
+def finished(path: Path, steps: int) -> bool:
+    """Whether the run at ``path`` wrote all its ``steps`` rows (a run stopped midway left fewer: it runs again)."""
+    if not path.exists():
+        return False
+    with open(path) as f:
+        return sum(1 for _ in csv.DictReader(f)) >= steps
+
+
 def command(a: dict, seed: int, steps: int | None) -> list[str]:
     """The run's command, for the repository root (``run`` starts it there)."""
-    steps = a["steps"] or steps or STEPS.get(a["task"], 40)
+    steps = run_steps(a, steps)
     return [
         PYTHON.get(a["trainer"], sys.executable), "-m", module(a), "--task", a["task"], "--estimator", a["estimator"],
         "--gamma", str(a["gamma"]), "--seed", str(seed), "--steps", str(steps),
@@ -246,7 +259,7 @@ def run(
             if tasks and a["task"] not in tasks:
                 continue
             for seed in seeds:
-                if not run_path(a, seed).exists():
+                if not finished(run_path(a, seed), run_steps(a, steps)):
                     jobs.setdefault(str(run_path(a, seed)), command(a, seed, steps))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     RUNS.mkdir(parents=True, exist_ok=True)
