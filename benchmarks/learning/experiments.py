@@ -31,7 +31,8 @@ arms, their difference paired by seed (``print_paired``).
    arms and the critic ran ``--steps 40`` (results README, 7a and 7c); ``adapters_main_ppo``: 3 with
    verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``); ``frameworks``: TRL and ``main_ppo`` beside
    OpenRLHF's ``train_ppo_ray`` (``openrlhf_train_ppo_ray.py``) and ROLL's agentic pipeline
-   (``roll_agentic.py``), each of those two run by ``PYTHON``'s interpreter (its own environment).
+   (``roll_agentic.py``, 40 steps), each of those two run by ``PYTHON``'s interpreter (its own environment);
+   ``frameworks_60``: the arms of ``frameworks`` that ran 60 steps, compared over all 60 (plots only).
 8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens;
    ``hold``: the same with the learning rate decayed to 0 (cosine) over the 120 steps.
 9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO, REINFORCE and ReBN with
@@ -145,6 +146,12 @@ EXPERIMENTS = {
         # a ROLL step here costs ~3x an OpenRLHF one (~55 s against ~20 s): 40 steps, compared at step 40
         arm("guess_range", "rebn", trainer="roll_agentic.py", steps=40, episodes_per_step="128"),
     ],
+    # frameworks' arms that ran 60 steps, compared over all 60 (``plot frameworks`` stops at ROLL's 40)
+    "frameworks_60": [
+        arm("guess_range", "rebn", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
+        arm("guess_range", "rebn", trainer="openrlhf_train_ppo_ray.py", episodes_per_step="128"),
+    ],
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "long": [arm("guess_range", "rebn", **LONG)],
     # long's run, and the same with the learning rate decayed to 0 over the 120 steps
@@ -181,6 +188,7 @@ METRICS = {  # what each experiment plots
     "adapters_batch": ["success_rate", "return", "turns", "invalid_rate"],
     "adapters_main_ppo": ["success_rate", "return", "turns", "invalid_rate"],
     "frameworks": ["success_rate", "return", "turns", "invalid_rate"],
+    "frameworks_60": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "long": ["success_rate", "return", "turns", "invalid_rate"],
     "hold": ["success_rate", "return", "turns", "invalid_rate"],
@@ -352,8 +360,8 @@ def plot(names: list[str]) -> None:
             len(tasks), len(metrics), figsize=(5 * len(metrics), 3.6 * len(tasks)), squeeze=False
         )
         summary = []
-        all_runs = {
-            i: {s: read(p) for s in range(10) if (p := run_path(a, s)).exists()}
+        all_runs = {  # a run that has not logged a step yet is left out
+            i: {s: rows for s in range(10) if (p := run_path(a, s)).exists() and (rows := read(p))}
             for i, a in enumerate(EXPERIMENTS[name])
         }
         if not any(all_runs.values()):
