@@ -101,6 +101,12 @@ def arm(
 LONG = {"steps": 120, "episodes_per_step": "128"}  # long's setting: 120 steps of 128 episodes
 HELD = {**LONG, "lr_schedule": "cosine"}  # the same with the rate decayed to 0 over the 120 steps
 HELD_60 = {**HELD, "steps": 60}  # the same schedule over 60 steps (the 1-50 arms)
+# adapters_main_ppo's TRL and main_ppo arms and the same run through OpenRLHF's train_ppo_ray
+SIXTY_STEP_FRAMEWORKS = [
+    arm("guess_range", "rebn", episodes_per_step="128"),
+    arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
+    arm("guess_range", "rebn", trainer="openrlhf_train_ppo_ray.py", episodes_per_step="128"),
+]
 EXPERIMENTS = {
     "discount": [arm("guess50", "rebn", g) for g in (0.9, 1.0)],
     "credit": [arm("guess_range", e) for e in ("rebn", "grpo", "reinforce", "rebn_per_episode")],
@@ -140,18 +146,12 @@ EXPERIMENTS = {
     # adapters_main_ppo's TRL and main_ppo arms beside the same run through OpenRLHF's train_ppo_ray and
     # ROLL's agentic pipeline (each in its own environment: PYTHON)
     "frameworks": [
-        arm("guess_range", "rebn", episodes_per_step="128"),
-        arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
-        arm("guess_range", "rebn", trainer="openrlhf_train_ppo_ray.py", episodes_per_step="128"),
+        *SIXTY_STEP_FRAMEWORKS,
         # a ROLL step here costs ~3x an OpenRLHF one (~55 s against ~20 s): 40 steps, compared at step 40
         arm("guess_range", "rebn", trainer="roll_agentic.py", steps=40, episodes_per_step="128"),
     ],
     # frameworks' arms that ran 60 steps, compared over all 60 (``plot frameworks`` stops at ROLL's 40)
-    "frameworks_60": [
-        arm("guess_range", "rebn", episodes_per_step="128"),
-        arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
-        arm("guess_range", "rebn", trainer="openrlhf_train_ppo_ray.py", episodes_per_step="128"),
-    ],
+    "frameworks_60": SIXTY_STEP_FRAMEWORKS,
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "long": [arm("guess_range", "rebn", **LONG)],
     # long's run, and the same with the learning rate decayed to 0 over the 120 steps
