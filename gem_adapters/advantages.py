@@ -459,6 +459,20 @@ def compute_advantages_flat(
     return _like(out, rewards)
 
 
+def _check_one_per_turn(what: str, per_episode: Sequence[Sequence[Any]], lengths: list[int]) -> None:
+    if len(per_episode) != len(lengths):
+        raise ValueError(
+            f"{what} must have one entry per turn of each episode: {len(per_episode)} episodes for "
+            f"{len(lengths)}"
+        )
+    for episode, (entries, turns) in enumerate(zip(per_episode, lengths)):
+        if len(entries) != turns:
+            raise ValueError(
+                f"{what} must have one entry per turn of each episode: episode {episode} has "
+                f"{len(entries)} for {turns} turns"
+            )
+
+
 def compute_advantages(
     name: str,
     episode_rewards: Sequence[Sequence[float | None]],
@@ -480,13 +494,11 @@ def compute_advantages(
     groups = None if group_ids is None else np.repeat(_group_codes(group_ids), lengths)
     flat_values = None
     if values is not None:
-        if [len(v) for v in values] != lengths:
-            raise ValueError("values must have one entry per turn of each episode")
+        _check_one_per_turn("values", values, lengths)
         flat_values = np.array([float(x) for v in values for x in v], dtype=np.float64)
     flat_keys = None
     if state_keys is not None:
-        if [len(k) for k in state_keys] != lengths:
-            raise ValueError("state_keys must have one entry per turn of each episode")
+        _check_one_per_turn("state_keys", state_keys, lengths)
         flat_keys = [k for keys in state_keys for k in keys]
     out = compute_advantages_flat(
         name,

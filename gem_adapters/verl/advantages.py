@@ -61,9 +61,6 @@ def gem_advantages(
                 "in verl's v1 trainer, with gem_adapters.verl.state_keys.PATCHES installed "
                 "(gem_adapters.verl.advantages.register_estimators installs it)"
             )
-        for b, (row_keys, row_spans) in enumerate(zip(keys, turn_spans)):
-            if len(row_keys) != len(row_spans):
-                raise ValueError(f"row {b}: {len(row_keys)} state keys for {len(row_spans)} turns")
     out = token_advantages(
         name,
         [flat_rewards[rows == b] for b in range(len(turn_spans))],

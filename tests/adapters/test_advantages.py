@@ -196,6 +196,12 @@ def test_gigpo_needs_state_keys_and_groups():
         compute_advantages("gigpo", GIGPO_REWARDS, state_keys=GIGPO_KEYS)
     with pytest.raises(ValueError, match="one entry per turn"):
         compute_advantages("gigpo", GIGPO_REWARDS, group_ids=GIGPO_GROUPS, state_keys=[["A"]] * 4)
+    with pytest.raises(ValueError, match="episode 2 has 2 for 3 turns"):  # names the episode
+        compute_advantages(
+            "gigpo", GIGPO_REWARDS, group_ids=GIGPO_GROUPS, state_keys=[*GIGPO_KEYS[:2], ["A", "A"], ["A"]]
+        )
+    with pytest.raises(ValueError, match="3 episodes for 4"):
+        compute_advantages("gigpo", GIGPO_REWARDS, group_ids=GIGPO_GROUPS, state_keys=GIGPO_KEYS[:3])
     assert get_estimator("gigpo").needs_state_keys and get_estimator("gigpo").needs_groups
     assert "gigpo" not in estimator_names() and "gigpo" in estimator_names(state_keys=True)
 
