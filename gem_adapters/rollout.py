@@ -15,6 +15,9 @@ the stop; a framework adapter adds only its engine call and its output format.
 
 Limits: a ``RolloutLimits`` (``gem_adapters.rollout_limits``) as ``limits=``, or its four fields
 (``max_turns``, ``max_new_tokens``, ``max_context_tokens``, ``max_response_tokens``) as keywords.
+``rollout`` and ``arollout`` hold ``max_context_tokens`` within the policy's own context
+(``policy.max_context_tokens``, e.g. ``TransformersPolicy``'s): an episode that fills the model's
+context ends there (``stopped_by="max_context_tokens"``).
 
 Envs come as a vector env (``gem_core.make_vec(..., autoreset_mode="disabled")`` is the natural fit;
 finished envs are never stepped again, so ``next_step`` works too), or as env ids, from which a vector
@@ -88,8 +91,8 @@ def rollout(
     ``sampling`` sets temperature/top-p/top-k/seed; its stop tokens default to the renderer's (its
     ``max_new_tokens`` is replaced by each turn's budget).
     """
-    turn = _TurnSettings.make(renderer, RolloutLimits.of(limits, limit_keywords), sampling)
     policy = as_policy(policy)
+    turn = _TurnSettings.make(renderer, _within_context(RolloutLimits.of(limits, limit_keywords), policy), sampling)
     engine, base = _engine_of(policy), _base_seed(policy, turn)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
         observations, infos = vec.reset(seed=_seed_list(seeds, vec.num_envs))
@@ -187,8 +190,8 @@ async def arollout(
     **limit_keywords: Any,
 ) -> list[Episode]:
     """``rollout`` for asyncio: each env plays as its own coroutine (see the module docstring)."""
-    turn = _TurnSettings.make(renderer, RolloutLimits.of(limits, limit_keywords), sampling)
     policy = as_policy(policy)
+    turn = _TurnSettings.make(renderer, _within_context(RolloutLimits.of(limits, limit_keywords), policy), sampling)
     engine, base = _engine_of(policy), _base_seed(policy, turn)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
         observations, infos = await asyncio.to_thread(vec.reset, seed=_seed_list(seeds, vec.num_envs))
@@ -400,6 +403,16 @@ def _engine_of(policy: Policy) -> Any:
     """The policy's generation engine (``rollout_engine()``), or None to play in rounds."""
     get = getattr(policy, "rollout_engine", None)
     return get() if callable(get) else None
+
+
+def _within_context(limits: RolloutLimits, policy: Policy) -> RolloutLimits:
+    """``limits`` with the context budget no larger than the policy's model context
+    (``policy.max_context_tokens`` where it has one): an episode that fills the model's context ends
+    (``stopped_by="max_context_tokens"``) instead of sending the model a prompt it cannot extend."""
+    context = getattr(policy, "max_context_tokens", None)
+    if context is None or (limits.max_context_tokens is not None and limits.max_context_tokens <= context):
+        return limits
+    return dataclasses.replace(limits, max_context_tokens=context)
 
 
 def _base_seed(policy: Policy, turn: _TurnSettings) -> int | None:

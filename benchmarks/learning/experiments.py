@@ -107,6 +107,13 @@ SIXTY_STEP_FRAMEWORKS = [
     arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
     arm("guess_range", "rebn", trainer="openrlhf_train_ppo_ray.py", episodes_per_step="128"),
 ]
+# the same ReBN run through every framework on a second shape: TicTacToe against a random opponent (a
+# board to read, the opponent's reply inside each step, a -1/0/+1 outcome), at the baselines table's
+# setting for that env (16 steps of 64 episodes, the rate decayed to 0)
+TICTACTOE_FRAMEWORKS = [
+    arm("tictactoe", "rebn", trainer=trainer, steps=16, episodes_per_step="64", lr_schedule="cosine")
+    for trainer in ("train.py", "verl_main_ppo.py", "openrlhf_train_ppo_ray.py", "roll_agentic.py")
+]
 EXPERIMENTS = {
     "discount": [arm("guess50", "rebn", g) for g in (0.9, 1.0)],
     "credit": [arm("guess_range", e) for e in ("rebn", "grpo", "reinforce", "rebn_per_episode")],
@@ -152,6 +159,7 @@ EXPERIMENTS = {
     ],
     # frameworks' arms that ran 60 steps, compared over all 60 (``plot frameworks`` stops at ROLL's 40)
     "frameworks_60": SIXTY_STEP_FRAMEWORKS,
+    "frameworks_tictactoe": TICTACTOE_FRAMEWORKS,
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "long": [arm("guess_range", "rebn", **LONG)],
     # long's run, and the same with the learning rate decayed to 0 over the 120 steps
@@ -189,6 +197,7 @@ METRICS = {  # what each experiment plots
     "adapters_main_ppo": ["success_rate", "return", "turns", "invalid_rate"],
     "frameworks": ["success_rate", "return", "turns", "invalid_rate"],
     "frameworks_60": ["success_rate", "return", "turns", "invalid_rate"],
+    "frameworks_tictactoe": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "long": ["success_rate", "return", "turns", "invalid_rate"],
     "hold": ["success_rate", "return", "turns", "invalid_rate"],
@@ -227,7 +236,8 @@ def run_path(a: dict, seed: int) -> Path:
     flags = "".join(f"-{name}{value}" for name, value in run_flags(a, seed).items())
     flags += f"-steps{a['steps']}" if a["steps"] else ""
     if a["trainer"] != "train.py":  # the commands at the top of verl_cpu.py and verl_main_ppo.py write there
-        return RESULTS / "adapters" / f"{trainer_name(a)}-{a['estimator']}{flags}-seed{seed}.csv"
+        task = "" if a["task"] == "guess_range" else f"{a['task']}-"  # guess_range's runs came first
+        return RESULTS / "adapters" / f"{trainer_name(a)}-{task}{a['estimator']}{flags}-seed{seed}.csv"
     return RUNS / f"{a['task']}-{a['estimator']}-g{a['gamma']}{flags}-seed{seed}.csv"
 
 
