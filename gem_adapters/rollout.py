@@ -92,7 +92,8 @@ def rollout(
     ``max_new_tokens`` is replaced by each turn's budget).
     """
     policy = as_policy(policy)
-    turn = _TurnSettings.make(renderer, _within_context(RolloutLimits.of(limits, limit_keywords), policy), sampling)
+    limits = _within_context(RolloutLimits.of(limits, limit_keywords), policy)
+    turn = _TurnSettings.make(renderer, limits, sampling)
     engine, base = _engine_of(policy), _base_seed(policy, turn)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
         observations, infos = vec.reset(seed=_seed_list(seeds, vec.num_envs))
@@ -191,7 +192,8 @@ async def arollout(
 ) -> list[Episode]:
     """``rollout`` for asyncio: each env plays as its own coroutine (see the module docstring)."""
     policy = as_policy(policy)
-    turn = _TurnSettings.make(renderer, _within_context(RolloutLimits.of(limits, limit_keywords), policy), sampling)
+    limits = _within_context(RolloutLimits.of(limits, limit_keywords), policy)
+    turn = _TurnSettings.make(renderer, limits, sampling)
     engine, base = _engine_of(policy), _base_seed(policy, turn)
     with _VectorEnv(envs, num_envs, env_kwargs) as vec:
         observations, infos = await asyncio.to_thread(vec.reset, seed=_seed_list(seeds, vec.num_envs))

@@ -340,7 +340,9 @@ def test_an_empty_generation_ends_the_episode(tokenizer, renderer):
 
 @pytest.mark.parametrize("cache", ["kv", "none"])
 @pytest.mark.parametrize("driver", ["rollout", "arollout"])
-def test_episodes_end_at_the_policys_context_without_a_limit_of_their_own(tokenizer, tiny_model, renderer, cache, driver):
+def test_episodes_end_at_the_policys_context_without_a_limit_of_their_own(
+    tokenizer, tiny_model, renderer, cache, driver
+):
     first_prompt = len(renderer.first_prompt(gem_core.make("game:GuessTheNumber-v1-hard").reset(seed=0)[0]))
     context = first_prompt + 40  # a turn or two of 12-id actions and the env's answers, never 7 turns
     policy = TransformersPolicy(tiny_model, tokenizer, seed=0, cache=cache, max_context_tokens=context)
@@ -353,5 +355,7 @@ def test_episodes_end_at_the_policys_context_without_a_limit_of_their_own(tokeni
         assert len(episode.to_sequence().token_ids) <= context
     assert any(e.info.get("stopped_by") == "max_context_tokens" for e in episodes)
     # a tighter limit of the rollout's own still holds
-    tight = rollout("game:GuessTheNumber-v1-hard", policy, renderer, max_context_tokens=first_prompt + 20, **kwargs)
+    tight = rollout(
+        "game:GuessTheNumber-v1-hard", policy, renderer, max_context_tokens=first_prompt + 20, **kwargs
+    )
     assert all(len(e.to_sequence().token_ids) <= first_prompt + 20 for e in tight)
