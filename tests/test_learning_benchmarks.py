@@ -239,6 +239,30 @@ def test_the_warm_up_policy_follows_from_its_spec_whatever_the_thread_count(tmp_
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
 
 
+def test_runs_started_together_build_the_warm_up_once(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path))
+    spec = common.PolicySpec("guess", **TINY_POLICY)
+    builds, build = [], common._build_warmed_up_policy
+    monkeypatch.setattr(common, "_build_warmed_up_policy", lambda *args: (builds.append(args), build(*args)))
+    folders, errors = [], []
+
+    def start_run():
+        try:
+            folders.append(common.warmed_up_policy(spec))
+        except Exception as error:
+            errors.append(error)
+
+    runs = [threading.Thread(target=start_run) for _ in range(3)]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert errors == [] and len(builds) == 1
+    assert folders == [spec.folder()] * 3 and (spec.folder() / "config.json").exists()
+
+
 @pytest.mark.parametrize("estimator, schedule", [("rebn", "cosine"), ("gae", "constant")])
 def test_one_training_step_from_a_tiny_warmed_up_policy(tmp_path, monkeypatch, estimator, schedule):
     monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))

@@ -15,13 +15,12 @@ settings, machine) to ``<out>.json`` at the end: a run whose JSON exists is fini
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import platform
 import tempfile
 import time
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -72,18 +71,6 @@ def machine() -> dict[str, Any]:
     }
 
 
-@contextmanager
-def _locked(path: Path):
-    """Hold an exclusive lock on ``path`` (two runs never build the same warm-up at once)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def small_policy(row: Row) -> tuple[Path, float]:
     """The folder of the row's warmed-up small policy and the seconds spent building it (0 if cached)."""
     from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
@@ -94,9 +81,8 @@ def small_policy(row: Row) -> tuple[Path, float]:
         row.small_task, warmup_steps=row.small_warmup_steps, warmup_batch=row.small_warmup_batch
     )
     started = time.perf_counter()
-    with _locked(spec.folder().with_suffix(".lock")):
-        built = not (spec.folder() / "config.json").exists()
-        folder = warmed_up_policy(spec)
+    built = not (spec.folder() / "config.json").exists()
+    folder = warmed_up_policy(spec)
     return folder, time.perf_counter() - started if built else 0.0
 
 

@@ -26,6 +26,7 @@ nothing is downloaded.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import random
@@ -296,10 +297,20 @@ def train_tokenizer(texts: list[str], vocab_size: int):
 
 def warmed_up_policy(spec: PolicySpec) -> Path:
     """The folder of the SFT-warmed policy (model + tokenizer) for ``spec``; built on first use, on one thread
-    (~15 minutes for the experiments' 400 steps)."""
+    (~15 minutes for the experiments' 400 steps). Runs started together build it once: the others wait
+    for it (a lock beside the folder)."""
     folder = spec.folder()
     if (folder / "config.json").exists():
         return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "config.json").exists():  # not built while this run waited
+            _build_warmed_up_policy(spec, folder)
+    return folder
+
+
+def _build_warmed_up_policy(spec: PolicySpec, folder: Path) -> None:
     import torch
 
     task = TASKS[spec.task]
@@ -328,7 +339,6 @@ def warmed_up_policy(spec: PolicySpec) -> Path:
     tokenizer.save_pretrained(partial)
     (partial / "spec.json").write_text(json.dumps({**asdict(spec), "final_sft_loss": loss}, indent=1))
     partial.rename(folder)
-    return folder
 
 
 def supervised_warmup(tokenizer, sequences: list, spec: PolicySpec):

@@ -107,12 +107,16 @@ SIXTY_STEP_FRAMEWORKS = [
     arm("guess_range", "rebn", trainer="verl_main_ppo.py", episodes_per_step="128"),
     arm("guess_range", "rebn", trainer="openrlhf_train_ppo_ray.py", episodes_per_step="128"),
 ]
-# the same ReBN run through every framework on a second shape: TicTacToe against a random opponent (a
-# board to read, the opponent's reply inside each step, a -1/0/+1 outcome), at the baselines table's
-# setting for that env (16 steps of 64 episodes, the rate decayed to 0)
+FRAMEWORK_TRAINERS = ("train.py", "verl_main_ppo.py", "openrlhf_train_ppo_ray.py", "roll_agentic.py")
+# the same ReBN run through every framework on envs of other shapes, 16 steps of 64 episodes each (the
+# baselines table's budget for these envs): a sliding puzzle (a board to read, up to 10 moves; the
+# small policy learns it in that budget) and TicTacToe against a random opponent (its reply inside each
+# step, a -1/0/+1 outcome)
+FIFTEEN_FRAMEWORKS = [
+    arm("fifteen", "rebn", trainer=t, steps=16, episodes_per_step="64") for t in FRAMEWORK_TRAINERS
+]
 TICTACTOE_FRAMEWORKS = [
-    arm("tictactoe", "rebn", trainer=trainer, steps=16, episodes_per_step="64", lr_schedule="cosine")
-    for trainer in ("train.py", "verl_main_ppo.py", "openrlhf_train_ppo_ray.py", "roll_agentic.py")
+    arm("tictactoe", "rebn", trainer=t, steps=16, episodes_per_step="64") for t in FRAMEWORK_TRAINERS
 ]
 EXPERIMENTS = {
     "discount": [arm("guess50", "rebn", g) for g in (0.9, 1.0)],
@@ -159,6 +163,7 @@ EXPERIMENTS = {
     ],
     # frameworks' arms that ran 60 steps, compared over all 60 (``plot frameworks`` stops at ROLL's 40)
     "frameworks_60": SIXTY_STEP_FRAMEWORKS,
+    "frameworks_fifteen": FIFTEEN_FRAMEWORKS,
     "frameworks_tictactoe": TICTACTOE_FRAMEWORKS,
     "critic_batch": [arm("guess_range", e, episodes_per_step="128") for e in ("gae", "grpo", "rebn")],
     "long": [arm("guess_range", "rebn", **LONG)],
@@ -197,6 +202,7 @@ METRICS = {  # what each experiment plots
     "adapters_main_ppo": ["success_rate", "return", "turns", "invalid_rate"],
     "frameworks": ["success_rate", "return", "turns", "invalid_rate"],
     "frameworks_60": ["success_rate", "return", "turns", "invalid_rate"],
+    "frameworks_fifteen": ["success_rate", "return", "turns", "invalid_rate"],
     "frameworks_tictactoe": ["success_rate", "return", "turns", "invalid_rate"],
     "critic_batch": ["success_rate", "return", "invalid_rate"],
     "long": ["success_rate", "return", "turns", "invalid_rate"],
