@@ -159,3 +159,18 @@ def test_report_reads_other_frameworks_results(tmp_path):
         lines = list(csv.DictReader(f))
     assert [line["framework"] for line in lines] == ["trl", "verl_main_ppo"]
     assert all(line["seeds"] == "3" for line in lines)
+
+
+def test_a_small_policy_gets_its_rows_context(tmp_path, monkeypatch):
+    import dataclasses
+
+    from benchmarks.baselines.train_run import load_policy
+    from gem_adapters.policies.transformers_policy import TransformersPolicy
+
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path))
+    (row,) = TABLES["check"]
+    for context, expected in ((512, 1024), (2560, 2560)):  # the build's 1024, or the row's longer one
+        model, tokenizer, _, _ = load_policy(
+            dataclasses.replace(row, max_context_tokens=context), 0, smoke=True
+        )
+        assert TransformersPolicy(model, tokenizer).max_context_tokens == expected

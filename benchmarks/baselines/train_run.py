@@ -126,6 +126,11 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
     if row.policy == "small":
         folder, build_s = small_policy(row)
         model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
+        # The build declares 1024 positions; a row whose episodes run longer gets its own context (RoPE
+        # has no position table, and the warm-up trained on whole scripted games of the env).
+        model.config.max_position_embeddings = max(
+            model.config.max_position_embeddings, row.max_context_tokens
+        )
         spec = json.loads((folder / "spec.json").read_text())
         info = {"warmup": f"scripted legal player {row.small_task!r}", "warmup_build_s": build_s}
         return model, tokenizer, ChatRenderer(tokenizer), info | {f"policy_{k}": v for k, v in spec.items()}

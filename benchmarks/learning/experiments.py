@@ -32,7 +32,9 @@ arms, their difference paired by seed (``print_paired``).
    verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``); ``frameworks``: TRL and ``main_ppo`` beside
    OpenRLHF's ``train_ppo_ray`` (``openrlhf_train_ppo_ray.py``) and ROLL's agentic pipeline
    (``roll_agentic.py``, 40 steps), each of those two run by ``PYTHON``'s interpreter (its own environment);
-   ``frameworks_60``: the arms of ``frameworks`` that ran 60 steps, compared over all 60 (plots only).
+   ``frameworks_60``: the arms of ``frameworks`` that ran 60 steps, compared over all 60 (plots only);
+   ``frameworks_fifteen``, ``frameworks_tictactoe``: the same four trainers on envs of other shapes
+   (FifteenPuzzle, TicTacToe against a random opponent), 16 steps of 64 episodes.
 8. ``long``: ReBN at 128 episodes per step for 120 steps: where the learning curve flattens;
    ``hold``: the same with the learning rate decayed to 0 (cosine) over the 120 steps.
 9. ``credit_hold``, ``discount_hold``: ``hold``'s cosine run against GRPO, REINFORCE and ReBN with
