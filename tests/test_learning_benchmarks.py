@@ -206,6 +206,16 @@ def test_hangman_warmup_player_never_repeats_a_letter():
         assert not any(result[4].get("invalid_move") for _, _, result in moves)
 
 
+def test_every_tasks_first_prompts_fit_verls_prompt_share():
+    from gem_adapters.chat_renderer import ChatRenderer
+
+    renderer = ChatRenderer(common.shared_tokenizer(common.PolicySpec("guess")))
+    for name, task in common.TASKS.items():
+        env = gem_core.make(task.env_id)
+        longest = max(len(renderer.first_prompt(env.reset(seed=seed)[0])) for seed in range(200))
+        assert longest <= task.prompt_tokens < train.MAX_CONTEXT_TOKENS, name
+
+
 def test_domain_tokenizer_round_trips_any_text():
     texts = [
         obs for _, moves in common.scripted_games(common.TASKS["guess"], 30, seed=0) for obs, _, _ in moves

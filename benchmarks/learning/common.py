@@ -63,6 +63,9 @@ class LearningTask:
     env_id: str
     warmup_action: Callable[[Any, random.Random], str]  # (env, rng) -> the warm-up player's reply
     max_turn_tokens: int = 8
+    # verl's split of the run's context: the first prompt's share (verl drops a task whose first prompt
+    # is longer), the rest for the turns after it; longer for the games that print a board
+    prompt_tokens: int = 256
 
     def tasks(self, num_tasks: int, first_seed: int) -> list[Task]:
         """The run's ``num_tasks`` tasks (seeds ``first_seed, first_seed + 1, ...``), one per prompt row."""
@@ -227,12 +230,16 @@ TASKS = {
     "guess_easy": LearningTask("game:GuessTheNumber-v1-easy", _guess_warmup),
     "guess_hard": LearningTask("game:GuessTheNumber-v1-hard", _guess_warmup),
     "mastermind": LearningTask("game:Mastermind-v1-easy", _mastermind_warmup, max_turn_tokens=16),
-    "minesweeper": LearningTask("game:Minesweeper-v1-easy", _minesweeper_warmup, max_turn_tokens=16),
+    "minesweeper": LearningTask(
+        "game:Minesweeper-v1-easy", _minesweeper_warmup, max_turn_tokens=16, prompt_tokens=416
+    ),
     "wordle": LearningTask("game:Wordle-v1-easy", _wordle_warmup, max_turn_tokens=16),
-    "hanoi": LearningTask("game:TowerOfHanoi-v1-easy", _hanoi_warmup, max_turn_tokens=16),
-    "sudoku": LearningTask("game:Sudoku-v1-easy", _sudoku_warmup, max_turn_tokens=16),
-    "fifteen": LearningTask("game:FifteenPuzzle-v1-easy", _fifteen_warmup, max_turn_tokens=16),
-    "sokoban": LearningTask("game:Sokoban-v1-easy", _sokoban_warmup, max_turn_tokens=16),
+    "hanoi": LearningTask("game:TowerOfHanoi-v1-easy", _hanoi_warmup, max_turn_tokens=16, prompt_tokens=352),
+    "sudoku": LearningTask("game:Sudoku-v1-easy", _sudoku_warmup, max_turn_tokens=16, prompt_tokens=480),
+    "fifteen": LearningTask(
+        "game:FifteenPuzzle-v1-easy", _fifteen_warmup, max_turn_tokens=16, prompt_tokens=320
+    ),
+    "sokoban": LearningTask("game:Sokoban-v1-easy", _sokoban_warmup, max_turn_tokens=16, prompt_tokens=416),
     "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _tictactoe_warmup),
 }
 TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from
@@ -269,6 +276,19 @@ def scripted_games(task: LearningTask, num: int, seed: int) -> Iterator[tuple[in
 def scripted_episodes(task: LearningTask, renderer: ChatRenderer, num: int, seed: int) -> list[Episode]:
     """The games of ``scripted_games`` token by token, as a policy would have played them."""
     return warmup.episodes_of_games(task.env_id, scripted_games(task, num, seed), renderer)
+
+
+def shared_tokenizer(spec: PolicySpec):
+    """The policy's tokenizer: one for every task (learnt from the same episodes whatever the task), so
+    ids mean the same."""
+    corpus = [
+        text
+        for other in (TASKS[name] for name in TOKENIZER_TASKS)
+        for _, moves in scripted_games(other, 200, seed=10_000 + spec.seed)
+        for obs, action, (last_obs, *_) in moves
+        for text in (obs, action, last_obs)
+    ]
+    return train_tokenizer(corpus, spec.vocab_size)
 
 
 def train_tokenizer(texts: list[str], vocab_size: int):
@@ -314,15 +334,7 @@ def _build_warmed_up_policy(spec: PolicySpec, folder: Path) -> None:
     import torch
 
     task = TASKS[spec.task]
-    # One tokenizer for every task (learnt from the same episodes whatever the task), so ids mean the same.
-    corpus = [
-        text
-        for other in (TASKS[name] for name in TOKENIZER_TASKS)
-        for _, moves in scripted_games(other, 200, seed=10_000 + spec.seed)
-        for obs, action, (last_obs, *_) in moves
-        for text in (obs, action, last_obs)
-    ]
-    tokenizer = train_tokenizer(corpus, spec.vocab_size)
+    tokenizer = shared_tokenizer(spec)
     episodes = scripted_episodes(task, ChatRenderer(tokenizer), spec.warmup_episodes, seed=spec.seed)
     sequences = [e.to_sequence() for e in episodes]
 

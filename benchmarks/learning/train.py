@@ -77,7 +77,6 @@ class RunConfig:
 # Run seed k trains on task seeds from k * TASK_SEEDS_PER_RUN on, whatever the run's length.
 TASK_SEEDS_PER_RUN = 1_000_000
 MAX_CONTEXT_TOKENS = 1024
-PROMPT_TOKENS, RESPONSE_TOKENS = 256, 768  # verl's split of MAX_CONTEXT_TOKENS: first prompt, the rest
 
 
 def check_verl_run(run: RunConfig) -> None:

@@ -55,8 +55,7 @@ import torch
 
 from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
 from benchmarks.learning.train import (
-    PROMPT_TOKENS,
-    RESPONSE_TOKENS,
+    MAX_CONTEXT_TOKENS,
     TASK_SEEDS_PER_RUN,
     RunConfig,
     batch_metrics,
@@ -96,9 +95,10 @@ def verl_config(run: RunConfig, folder: Path):
 
     config = OmegaConf.load(Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml")
     prompts_per_step = run.episodes_per_step // run.num_generations
+    prompt_tokens = TASKS[run.task].prompt_tokens
     for key, value in {
-        "data.max_prompt_length": PROMPT_TOKENS,
-        "data.max_response_length": RESPONSE_TOKENS,
+        "data.max_prompt_length": prompt_tokens,
+        "data.max_response_length": MAX_CONTEXT_TOKENS - prompt_tokens,
         "algorithm.adv_estimator": f"gem_{run.estimator}",
         "algorithm.gamma": run.gamma,
         "model.path": str(folder),
@@ -106,8 +106,8 @@ def verl_config(run: RunConfig, folder: Path):
         "model.override_config": {"attn_implementation": "sdpa"},
         "rollout.name": "gem_policy_server",  # no verl rollout class: PolicyServer answers the agent loops
         "rollout.n": run.num_generations,
-        "rollout.prompt_length": PROMPT_TOKENS,
-        "rollout.response_length": RESPONSE_TOKENS,
+        "rollout.prompt_length": prompt_tokens,
+        "rollout.response_length": MAX_CONTEXT_TOKENS - prompt_tokens,
         "rollout.temperature": run.temperature,
         "rollout.top_p": 1.0,
         "rollout.top_k": -1,

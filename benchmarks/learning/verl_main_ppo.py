@@ -37,8 +37,7 @@ import yaml
 from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
 from benchmarks.learning.launch import run_trainer
 from benchmarks.learning.train import (
-    PROMPT_TOKENS,
-    RESPONSE_TOKENS,
+    MAX_CONTEXT_TOKENS,
     TASK_SEEDS_PER_RUN,
     RunConfig,
     batch_metrics,
@@ -87,8 +86,8 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
         "train_first_seed": run.seed * TASK_SEEDS_PER_RUN,
         "val_tasks": 1,
         "max_turn_tokens": TASKS[run.task].max_turn_tokens,
-        "max_prompt_length": PROMPT_TOKENS,
-        "max_response_length": RESPONSE_TOKENS,
+        "max_prompt_length": TASKS[run.task].prompt_tokens,
+        "max_response_length": MAX_CONTEXT_TOKENS - TASKS[run.task].prompt_tokens,
         "advantage_estimator": run.estimator,
         "gamma": run.gamma,
         "num_generations": run.num_generations,
