@@ -494,6 +494,19 @@ def test_openrlhf_rows_come_from_its_log_and_the_recorded_episodes(tmp_path):
     del sys.modules["benchmarks.learning.openrlhf_train_ppo_ray"]
 
 
+def test_a_roll_turn_sample_holds_every_observation_and_its_action():
+    from gem_adapters.chat_renderer import ChatRenderer
+
+    launcher = learning_module("roll_agentic")
+    renderer = ChatRenderer(common.shared_tokenizer(common.PolicySpec("guess")))
+    for name, task in common.TASKS.items():
+        observations = [obs for _, moves in common.scripted_games(task, 30, seed=0) for obs, _, _ in moves]
+        longest = max(
+            len(renderer.first_prompt(obs)) for obs in observations
+        )  # ROLL's prompt: the observation
+        assert longest + task.max_turn_tokens <= launcher.turn_sample_tokens(task), name
+
+
 def test_roll_config_and_rows(tmp_path):
     """``roll_agentic``'s ROLL config (the run's batch, groups, turn budget, ReBN as step_reinforce) and a
     row from ROLL's ``metrics_tag`` log line (as in benchmarks/results/roll_cpu's log)."""

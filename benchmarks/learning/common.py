@@ -63,9 +63,13 @@ class LearningTask:
     env_id: str
     warmup_action: Callable[[Any, random.Random], str]  # (env, rng) -> the warm-up player's reply
     max_turn_tokens: int = 8
-    # verl's split of the run's context: the first prompt's share (verl drops a task whose first prompt
-    # is longer), the rest for the turns after it; longer for the games that print a board
-    prompt_tokens: int = 256
+    observation_tokens: int = 160  # its longest observation as a prompt (ids): the games printing a board
+
+    @property
+    def prompt_tokens(self) -> int:
+        """verl's share of a run's context for the first prompt (verl drops a task whose first prompt is
+        longer); the rest is for the turns after it."""
+        return max(256, self.observation_tokens)
 
     def tasks(self, num_tasks: int, first_seed: int) -> list[Task]:
         """The run's ``num_tasks`` tasks (seeds ``first_seed, first_seed + 1, ...``), one per prompt row."""
@@ -229,17 +233,40 @@ TASKS = {
     # the baselines' games (benchmarks/baselines)
     "guess_easy": LearningTask("game:GuessTheNumber-v1-easy", _guess_warmup),
     "guess_hard": LearningTask("game:GuessTheNumber-v1-hard", _guess_warmup),
-    "mastermind": LearningTask("game:Mastermind-v1-easy", _mastermind_warmup, max_turn_tokens=16),
+    "mastermind": LearningTask(
+        "game:Mastermind-v1-easy", _mastermind_warmup, max_turn_tokens=16, observation_tokens=288
+    ),
     "minesweeper": LearningTask(
-        "game:Minesweeper-v1-easy", _minesweeper_warmup, max_turn_tokens=16, prompt_tokens=416
+        "game:Minesweeper-v1-easy",
+        _minesweeper_warmup,
+        max_turn_tokens=16,
+        observation_tokens=416,
     ),
     "wordle": LearningTask("game:Wordle-v1-easy", _wordle_warmup, max_turn_tokens=16),
-    "hanoi": LearningTask("game:TowerOfHanoi-v1-easy", _hanoi_warmup, max_turn_tokens=16, prompt_tokens=352),
-    "sudoku": LearningTask("game:Sudoku-v1-easy", _sudoku_warmup, max_turn_tokens=16, prompt_tokens=480),
-    "fifteen": LearningTask(
-        "game:FifteenPuzzle-v1-easy", _fifteen_warmup, max_turn_tokens=16, prompt_tokens=320
+    "hanoi": LearningTask(
+        "game:TowerOfHanoi-v1-easy",
+        _hanoi_warmup,
+        max_turn_tokens=16,
+        observation_tokens=352,
     ),
-    "sokoban": LearningTask("game:Sokoban-v1-easy", _sokoban_warmup, max_turn_tokens=16, prompt_tokens=416),
+    "sudoku": LearningTask(
+        "game:Sudoku-v1-easy",
+        _sudoku_warmup,
+        max_turn_tokens=16,
+        observation_tokens=480,
+    ),
+    "fifteen": LearningTask(
+        "game:FifteenPuzzle-v1-easy",
+        _fifteen_warmup,
+        max_turn_tokens=16,
+        observation_tokens=320,
+    ),
+    "sokoban": LearningTask(
+        "game:Sokoban-v1-easy",
+        _sokoban_warmup,
+        max_turn_tokens=16,
+        observation_tokens=416,
+    ),
     "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _tictactoe_warmup),
 }
 TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from

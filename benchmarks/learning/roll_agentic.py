@@ -47,7 +47,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.learning.common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
+from benchmarks.learning.common import LEARNING_ENVS, TASKS, LearningTask, PolicySpec, warmed_up_policy
 from benchmarks.learning.launch import run_trainer
 from benchmarks.learning.train import RunConfig, parse_run
 
@@ -59,6 +59,15 @@ DEVICES = 2  # Ray logical GPUs: actor_train on 0, actor_infer on 1
 # ROLL pads every sample to sequence_length: a turn sample is one observation and one action, far below
 # the episodes' MAX_CONTEXT_TOKENS (1024 padded tokens a sample made one 512-sample step take 17 GB).
 TURN_SAMPLE_TOKENS = 256
+
+
+def turn_sample_tokens(task: LearningTask) -> int:
+    """ROLL's ``sequence_length`` for ``task``: its longest observation and one action, at least
+    ``TURN_SAMPLE_TOKENS`` (ROLL ends an episode whose prompt does not fit before its first action, and
+    its step then fails)."""
+    return max(TURN_SAMPLE_TOKENS, task.observation_tokens + task.max_turn_tokens)
+
+
 MICRO_BATCH = 64  # samples a forward and backward (gradient accumulation up to train_samples)
 
 
@@ -98,7 +107,7 @@ def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
         save_steps=10**9,
         eval_steps=0,
         rollout_batch_size=run.episodes_per_step,
-        sequence_length=TURN_SAMPLE_TOKENS,
+        sequence_length=turn_sample_tokens(task),
         step_reward_gamma=run.gamma,
         max_tokens_per_step=task.max_turn_tokens,
         max_actions_per_traj=max_turns,
