@@ -501,9 +501,8 @@ def test_a_roll_turn_sample_holds_every_observation_and_its_action():
     renderer = ChatRenderer(common.shared_tokenizer(common.PolicySpec("guess")))
     for name, task in common.TASKS.items():
         observations = [obs for _, moves in common.scripted_games(task, 30, seed=0) for obs, _, _ in moves]
-        longest = max(
-            len(renderer.first_prompt(obs)) for obs in observations
-        )  # ROLL's prompt: the observation
+        # ROLL's prompt for a turn is its observation alone
+        longest = max(len(renderer.first_prompt(obs)) for obs in observations)
         assert longest + task.max_turn_tokens <= launcher.turn_sample_tokens(task), name
 
 

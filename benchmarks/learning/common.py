@@ -237,35 +237,18 @@ TASKS = {
         "game:Mastermind-v1-easy", _mastermind_warmup, max_turn_tokens=16, observation_tokens=288
     ),
     "minesweeper": LearningTask(
-        "game:Minesweeper-v1-easy",
-        _minesweeper_warmup,
-        max_turn_tokens=16,
-        observation_tokens=416,
+        "game:Minesweeper-v1-easy", _minesweeper_warmup, max_turn_tokens=16, observation_tokens=416
     ),
     "wordle": LearningTask("game:Wordle-v1-easy", _wordle_warmup, max_turn_tokens=16),
     "hanoi": LearningTask(
-        "game:TowerOfHanoi-v1-easy",
-        _hanoi_warmup,
-        max_turn_tokens=16,
-        observation_tokens=352,
+        "game:TowerOfHanoi-v1-easy", _hanoi_warmup, max_turn_tokens=16, observation_tokens=352
     ),
-    "sudoku": LearningTask(
-        "game:Sudoku-v1-easy",
-        _sudoku_warmup,
-        max_turn_tokens=16,
-        observation_tokens=480,
-    ),
+    "sudoku": LearningTask("game:Sudoku-v1-easy", _sudoku_warmup, max_turn_tokens=16, observation_tokens=480),
     "fifteen": LearningTask(
-        "game:FifteenPuzzle-v1-easy",
-        _fifteen_warmup,
-        max_turn_tokens=16,
-        observation_tokens=320,
+        "game:FifteenPuzzle-v1-easy", _fifteen_warmup, max_turn_tokens=16, observation_tokens=320
     ),
     "sokoban": LearningTask(
-        "game:Sokoban-v1-easy",
-        _sokoban_warmup,
-        max_turn_tokens=16,
-        observation_tokens=416,
+        "game:Sokoban-v1-easy", _sokoban_warmup, max_turn_tokens=16, observation_tokens=416
     ),
     "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _tictactoe_warmup),
 }

@@ -77,6 +77,7 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
     """The ``main_ppo`` command of ``examples/train_verl.py --device cpu`` with this run's settings and
     ``RecordingGemAgentLoop`` in the agent-loop YAML (the example writes its inputs under ``workdir``)."""
     prompts_per_step = run.episodes_per_step // run.num_generations
+    prompt_tokens = TASKS[run.task].prompt_tokens
     flags = {
         "device": "cpu",
         "model": str(folder),
@@ -86,8 +87,8 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
         "train_first_seed": run.seed * TASK_SEEDS_PER_RUN,
         "val_tasks": 1,
         "max_turn_tokens": TASKS[run.task].max_turn_tokens,
-        "max_prompt_length": TASKS[run.task].prompt_tokens,
-        "max_response_length": MAX_CONTEXT_TOKENS - TASKS[run.task].prompt_tokens,
+        "max_prompt_length": prompt_tokens,
+        "max_response_length": MAX_CONTEXT_TOKENS - prompt_tokens,
         "advantage_estimator": run.estimator,
         "gamma": run.gamma,
         "num_generations": run.num_generations,
