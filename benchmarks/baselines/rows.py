@@ -160,9 +160,11 @@ ENVS = [
         "sokoban",
         small_warmup_steps=55,
         small_warmup_batch=16,
-        max_context_tokens=2560,
-        episodes_per_step=32,
+        max_context_tokens=2048,
+        episodes_per_step=16,
         num_generations=4,
+        max_turns=12,  # the solver took <= 11 moves on 20 boards; 20 turns cost ~180 s a step beside two jobs
+        eval_episodes=32,
         expectation="no gain expected: planning pushes from a board printed as text; random moves win ~0.06",
     ),
     _small(
@@ -219,6 +221,10 @@ ENVS = [
         "game (easy)",
         "solver",
         max_turn_tokens=16,
+        max_turns=8,  # the solver fills the 6 empty cells in 6 turns; at 15 turns a step took ~10 minutes
+        episodes_per_step=8,
+        num_generations=2,
+        eval_episodes=16,
         expectation="after the solver warm-up little to gain or lose: 4x4 with few empty cells",
     ),
     _smollm2(
@@ -307,6 +313,7 @@ ENVS = [
         "web shopping",
         "solver",
         max_turn_tokens=32,
+        max_turns=8,  # the solver buys in <= 7 turns (20 instructions)
         expectation="partial reward at most: search and click follow the instruction's words, matching "
         "attributes and options on a product page is beyond the warm-up's 64 episodes",
     ),
@@ -315,6 +322,7 @@ ENVS = [
         "web navigation",
         "solver",
         max_turn_tokens=16,
+        max_turns=6,  # the solver's shortest paths took <= 5 clicks (20 games)
         expectation="little: the solver follows shortest paths on a link graph the model cannot see whole; "
         "it can learn to click a link that names the target",
     ),
