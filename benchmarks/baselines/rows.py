@@ -314,6 +314,10 @@ ENVS = [
         "solver",
         max_turn_tokens=32,
         max_turns=8,  # the solver buys in <= 7 turns (20 instructions)
+        warmup_episodes=32,  # web pages make long conversations: WikiGame's 64-episode warm-up took 13 minutes
+        episodes_per_step=8,
+        num_generations=2,
+        eval_episodes=16,
         expectation="partial reward at most: search and click follow the instruction's words, matching "
         "attributes and options on a product page is beyond the warm-up's 64 episodes",
     ),
