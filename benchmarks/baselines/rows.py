@@ -163,7 +163,7 @@ ENVS = [
         max_context_tokens=2048,
         episodes_per_step=16,
         num_generations=4,
-        max_turns=12,  # the solver took <= 11 moves on 20 boards; 20 turns cost ~180 s a step beside two jobs
+        max_turns=12,  # the solver took <= 11 moves on 20 boards
         eval_episodes=32,
         expectation="no gain expected: planning pushes from a board printed as text; random moves win ~0.06",
     ),
@@ -221,7 +221,7 @@ ENVS = [
         "game (easy)",
         "solver",
         max_turn_tokens=16,
-        max_turns=8,  # the solver fills the 6 empty cells in 6 turns; at 15 turns a step took ~10 minutes
+        max_turns=8,  # the solver fills the 6 empty cells in 6 turns; SmolLM2 played all 15 (93% invalid moves)
         episodes_per_step=8,
         num_generations=2,
         eval_episodes=16,
@@ -314,6 +314,10 @@ ENVS = [
         "solver",
         max_turn_tokens=32,
         max_turns=8,  # the solver buys in <= 7 turns (20 instructions)
+        warmup_episodes=32,  # web pages make long conversations: WikiGame's 64-episode warm-up took 13 minutes
+        episodes_per_step=8,
+        num_generations=2,
+        eval_episodes=16,
         expectation="partial reward at most: search and click follow the instruction's words, matching "
         "attributes and options on a product page is beyond the warm-up's 64 episodes",
     ),
