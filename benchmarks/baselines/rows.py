@@ -319,7 +319,7 @@ ENVS = [
         num_generations=2,
         eval_episodes=16,
         expectation="partial reward at most: search and click follow the instruction's words, matching "
-        "attributes and options on a product page is beyond the warm-up's 64 episodes",
+        "attributes and options on a product page is beyond a 32-episode warm-up",
     ),
     _smollm2(
         "web:WikiGame-v0-easy",
