@@ -73,6 +73,8 @@ def _smollm2(env_id: str, category: str, player: str | None, **settings) -> Row:
 
 
 BOTH = ("rebn", "grpo")
+# SmolLM2 rows whose episodes are long conversations: half the batch and held-out episodes, to fit a session
+LONG_CONVERSATIONS = dict(episodes_per_step=8, num_generations=2, eval_episodes=16)
 ENVS = [
     # ---- games, the small policy (a scripted legal player for its warm-up) ----
     _small(
@@ -222,9 +224,7 @@ ENVS = [
         "solver",
         max_turn_tokens=16,
         max_turns=8,  # the solver fills the 6 empty cells in 6 turns; SmolLM2 played all 15 (93% invalid moves)
-        episodes_per_step=8,
-        num_generations=2,
-        eval_episodes=16,
+        **LONG_CONVERSATIONS,
         expectation="after the solver warm-up little to gain or lose: 4x4 with few empty cells",
     ),
     _smollm2(
@@ -290,9 +290,7 @@ ENVS = [
         "multi-agent",
         "customer_service_reference",
         steps=6,
-        episodes_per_step=8,
-        num_generations=2,
-        eval_episodes=16,
+        **LONG_CONVERSATIONS,
         max_turn_tokens=96,
         max_turns=12,
         max_context_tokens=3072,
@@ -315,9 +313,7 @@ ENVS = [
         max_turn_tokens=32,
         max_turns=8,  # the solver buys in <= 7 turns (20 instructions)
         warmup_episodes=32,  # web pages make long conversations (as WikiGame's below)
-        episodes_per_step=8,
-        num_generations=2,
-        eval_episodes=16,
+        **LONG_CONVERSATIONS,
         expectation="partial reward at most: search and click follow the instruction's words, matching "
         "attributes and options on a product page is beyond a 32-episode warm-up",
     ),
@@ -328,9 +324,7 @@ ENVS = [
         max_turn_tokens=16,
         max_turns=5,  # the solver's shortest paths took <= 5 clicks (20 games)
         warmup_episodes=32,  # its 64-episode warm-up took 13 minutes, its first RL step 7 (6 turns)
-        episodes_per_step=8,
-        num_generations=2,
-        eval_episodes=16,
+        **LONG_CONVERSATIONS,
         expectation="little: the solver follows shortest paths on a link graph the model cannot see whole; "
         "it can learn to click a link that names the target",
     ),
