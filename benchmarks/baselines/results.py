@@ -186,7 +186,9 @@ def plot_grid(
 
     columns = 4
     rows = max(1, math.ceil(len(panels) / columns))
-    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(4.2 * columns, 3.0 * rows), squeeze=False, layout="constrained"
+    )
     for ax, (title, lines) in zip(axes.flat, panels):
         for label, curve in lines.items():
             steps = [c["step"] for c in curve]
@@ -206,7 +208,6 @@ def plot_grid(
         f"{key.replace('_', ' ')} per RL step (training batches): mean over seeds, min-max shaded",
         fontsize=10,
     )
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=80)
     plt.close(fig)
