@@ -56,6 +56,7 @@ episode ends. ``aplay_episode`` releases through ``release`` (or ``generate.rele
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import dataclasses
 import inspect
@@ -69,6 +70,7 @@ from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingPa
 from gem_adapters.rollout_limits import RolloutLimits
 
 Generate = Callable[[list[int], SamplingParams], Awaitable[Generation]]
+ENV_STEP_WAIT_S = 0.005  # how long the engine waits for an env's answer before decoding on without it
 StepResult = tuple[Any, float | None, bool, bool, dict[str, Any], Any]  # ..., info, state key
 
 
@@ -132,11 +134,16 @@ def rollout(
 
 
 def _play_continuously(vec: Any, players: list[_Player], engine: Any, base: int) -> None:
-    """``rollout`` through a generation engine: every episode's turn is a request; when some finish
-    (one model step), their actions go to the vector env as one subset step and the next turns are
-    submitted at once, joining the requests still decoding."""
+    """``rollout`` through a generation engine: every episode's turn is a request, and every model step
+    decodes all the requests in flight. When some finish, their actions go to the vector env as one
+    subset step and each episode's next turn is submitted as soon as its env has answered, joining the
+    requests still decoding. Env steps run in one worker thread (the only one that steps the vector
+    env): the driver waits ``ENV_STEP_WAIT_S`` for their answer, and a slower step (a tool call, a SQL
+    query) goes on beside the next model steps instead of holding up the other episodes' decoding.
+    Which requests share a step never changes what is sampled (per-request random streams)."""
     pending: dict[Any, int] = {}  # request -> env index
     last: dict[int, Any] = {}  # env index -> its latest finished request (holding its cache)
+    stepping: dict[concurrent.futures.Future, list[int]] = {}  # env steps in the worker -> env indices
 
     def submit(i: int) -> None:
         player = players[i]
@@ -150,27 +157,43 @@ def _play_continuously(vec: Any, players: list[_Player], engine: Any, base: int)
         engine.submit([request])
         pending[request] = i
 
+    def answered(indices: list[int], results: list[StepResult]) -> None:
+        for i, result in zip(indices, results):
+            players[i].feedback(*result)
+            if players[i].episode is None:
+                submit(i)
+            else:
+                engine.release(last.pop(i))
+
+    worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gem-rollout-env")
     try:
-        for i in range(len(players)):
-            submit(i)
-        while pending:
-            actions = {}
-            for request in engine.wait(list(pending), any_done=True):
-                i = pending.pop(request)
-                last[i] = request
-                action = players[i].act(request.generation)
-                if action is None:
-                    engine.release(last.pop(i))
-                else:
-                    actions[i] = action
-            if actions:
-                for i, result in zip(actions, _step_subset(vec, list(actions.items()))):
-                    players[i].feedback(*result)
-                    if players[i].episode is None:
-                        submit(i)
-                    else:
+        with engine.autocast():
+            for i in range(len(players)):
+                submit(i)
+            while pending or stepping:
+                for future in [f for f in stepping if f.done()]:
+                    answered(stepping.pop(future), future.result())
+                if not pending:
+                    concurrent.futures.wait(stepping, return_when=concurrent.futures.FIRST_COMPLETED)
+                    continue
+                actions = {}
+                for request in engine.poll(list(pending)):
+                    i = pending.pop(request)
+                    last[i] = request
+                    action = players[i].act(request.generation)
+                    if action is None:
                         engine.release(last.pop(i))
+                    else:
+                        actions[i] = action
+                if not actions:
+                    continue
+                future = worker.submit(_step_subset, vec, list(actions.items()))
+                if concurrent.futures.wait([future], timeout=ENV_STEP_WAIT_S).done:
+                    answered(list(actions), future.result())
+                else:
+                    stepping[future] = list(actions)
     finally:
+        worker.shutdown(wait=True, cancel_futures=True)
         if pending:
             engine.cancel(list(pending))
         for request in last.values():

@@ -186,7 +186,16 @@ def evaluate(model, processing_class, renderer, row: Row, episodes: int) -> dict
     }
 
 
-def grpo_trainer(row: Row, estimator: str, seed: int, steps: int, model, processing_class, renderer):
+def grpo_trainer(
+    row: Row,
+    estimator: str,
+    seed: int,
+    steps: int,
+    model,
+    processing_class,
+    renderer,
+    bf16: bool | None = None,
+):
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
 
     micro = row.micro_batch_size or row.episodes_per_step
@@ -211,6 +220,7 @@ def grpo_trainer(row: Row, estimator: str, seed: int, steps: int, model, process
         temperature=1.0,
         beta=0.0,
         use_cpu=True,
+        bf16=bf16,
         logging_steps=1,
         save_strategy="no",
         report_to=[],
@@ -230,6 +240,9 @@ def train(
     """Run it; writes ``out.csv`` (the curve) and, last, ``out.json`` (the summary), and returns the summary."""
     from transformers import PrinterCallback, TrainerCallback, set_seed
 
+    from gem_adapters.allocator import reuse_freed_memory
+
+    reuse_freed_memory()  # glibc keeps freed buffers for the next step instead of unmapping them
     register_tool_envs()
     steps = steps or row.steps
     started, load_start = time.perf_counter(), os.getloadavg()

@@ -59,6 +59,7 @@ import contextlib
 import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -66,6 +67,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
+from gem_adapters import precision
 from gem_adapters.policies.base import Generation, SamplingParams, stream_uniform
 from gem_adapters.policies.sampling import choose_tokens
 
@@ -74,7 +76,7 @@ REQUEST, PREFIX = "request", "prefix"
 STATS = (
     "forward_calls", "tokens_processed", "prefill_tokens", "decode_tokens", "generated_tokens",
     "reused_tokens", "shared_prefix_tokens", "evictions", "evicted_tokens", "released", "invalidations",
-    "peak_slots", "peak_memory_bytes",
+    "peak_slots", "peak_memory_bytes", "prefill_seconds", "decode_seconds", "decode_steps", "decode_step_rows",
 )  # fmt: skip
 
 
@@ -185,7 +187,7 @@ class _Pool:
 
     def layer(self, index: int, keys: Any, values: Any) -> tuple[Any, Any]:
         """The pool's tensors of layer ``index``, allocated like that layer's new ``keys`` and ``values``
-        (their dtypes can differ: under autocast, rotary embeddings leave the keys in fp32)."""
+        (under autocast both in its dtype: ``_PoolCache.update``)."""
         while len(self.keys) <= index:
             self.keys.append(None)
             self.values.append(None)
@@ -210,9 +212,13 @@ class _Pool:
             heapq.heappush(self._free, slot)
         self.slots, self.length = slots, length
 
+    def reserve(self, count: int) -> None:
+        """At least ``count`` free slots, growing the pool at most once (by doubling or to what is needed)."""
+        if len(self._free) < count:
+            self.resize(max(8, 2 * self.slots, self.slots + count - len(self._free)), self.length)
+
     def alloc(self) -> int:
-        if not self._free:
-            self.resize(max(8, self.slots + self.slots // 2), self.length)
+        self.reserve(1)
         return heapq.heappop(self._free)
 
     def release(self, slot: int) -> None:
@@ -269,6 +275,7 @@ class _Plan:
         """``query`` (1, heads, T, dim) of the packed ids against the pool's ``keys``/``values`` of
         this layer; returns (1, T, heads, dim) as transformers' attention functions do."""
         _, heads, total, dim = query.shape
+        query = query.to(keys.dtype)  # under autocast, rotary embeddings leave queries in fp32
         kv_heads = keys.shape[1]
         groups = heads // kv_heads
         out = query.new_empty((1, total, heads, dim))
@@ -305,6 +312,10 @@ class _PoolCache:
 
     def update(self, key_states: Any, value_states: Any, layer_idx: int, cache_kwargs: Any = None) -> tuple:
         plan = self.plan
+        device = key_states.device.type
+        if torch.is_autocast_enabled(device):  # stored as attention reads them (it casts to this dtype)
+            dtype = torch.get_autocast_dtype(device)
+            key_states, value_states = key_states.to(dtype), value_states.to(dtype)
         keys, values = plan.pool.layer(layer_idx, key_states, value_states)
         keys[plan.slots, :, plan.positions] = key_states[0].transpose(0, 1)
         values[plan.slots, :, plan.positions] = value_states[0].transpose(0, 1)
@@ -328,6 +339,7 @@ class KVEngine:
         max_step_tokens: int = 4096,
         max_context_tokens: int | None = None,
         share_prefixes: bool = True,
+        bf16: bool = False,
         weights_version: Callable[[], Any] = lambda: 0,
     ):
         if max_cache_tokens is not None and max_cache_tokens < 0:
@@ -345,6 +357,7 @@ class KVEngine:
         self.max_context_tokens = max_context_tokens or getattr(config, "max_position_embeddings", None)
         self.vocab_size = model.get_input_embeddings().num_embeddings
         self.share_prefixes = share_prefixes
+        self.bf16 = bf16
         self.weights_version = weights_version
         self.stats: collections.Counter = collections.Counter({key: 0 for key in STATS})
         self._pool = _Pool()
@@ -413,6 +426,18 @@ class KVEngine:
                     break
                 if not self._step():
                     raise RuntimeError("KVEngine made no progress on pending requests")
+        for r in done:
+            if r.error is not None:
+                raise r.error
+        return sorted(done, key=lambda r: r.order)
+
+    def poll(self, requests: Sequence[Request]) -> list[Request]:
+        """Run at most one step (none when every request is done); returns the done ones in the order
+        they finished. Raises the error of a failed request."""
+        with self._state:
+            if not all(r.done for r in requests) and not self._step():
+                raise RuntimeError("KVEngine made no progress on pending requests")
+        done = [r for r in requests if r.done]
         for r in done:
             if r.error is not None:
                 raise r.error
@@ -546,7 +571,16 @@ class KVEngine:
                 self._runner = threading.Thread(target=self._run, name="gem-kv-engine", daemon=True)
                 self._runner.start()
 
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast when the engine computes in bf16 (``gem_adapters.precision``), else nothing. A
+        caller that holds it across many steps (a rollout) also shares one bf16 copy of the weights."""
+        return precision.autocast(self.bf16, self.model.get_input_embeddings().weight.device)
+
     def _run(self) -> None:
+        with self.autocast():
+            self._run_steps()
+
+    def _run_steps(self) -> None:
         while True:
             with self._state:
                 self._drain_ops()
@@ -582,6 +616,8 @@ class KVEngine:
             return
         self._version = version
         self.stats["invalidations"] += 1
+        if self.bf16:  # a region held across the change would keep casts of the old weights
+            torch.clear_autocast_cache()
         for slot in list(self._entries):
             self._drop(slot)
         for r in self._running:  # recompute from the ids: their keys/values are from the old weights
@@ -599,26 +635,28 @@ class KVEngine:
             return
         batch = [self._queue.popleft() for _ in range(limit)]
         need = max(len(r.tokens) + r.max_new for r in batch)
-        if need > self._pool.length:
-            grown = max(need, self._pool.length * 3 // 2)
+        if need > self._pool.length:  # doubling: a growing episode reallocates the pool a few times only
+            grown = max(need, self._pool.length * 2)
             if self.max_context_tokens is not None:
                 grown = max(need, min(grown, self.max_context_tokens))
             self._pool.resize(self._pool.slots, -(-grown // 64) * 64)
-        for r in batch:
-            r.src, r.src_len = self._best_entry(r.tokens, len(r.tokens) - 1)
         rest = []
         taken: set[int] = set()
         for r in batch:  # an entry that is all prefix of the prompt: take its slot over (no copy)
-            e = r.src
-            if e is not None and e.kind == REQUEST and r.src_len == e.n_kv and e.slot not in taken:
+            # Not one a request before took over: GRPO twins that played alike have identical entries,
+            # and each must take over one (a twin left to copy would leave its own entry idle).
+            e, n = self._best_entry(r.tokens, len(r.tokens) - 1, exclude=taken)
+            if e is not None and e.kind == REQUEST and n == e.n_kv:
                 taken.add(e.slot)
                 r.slot, r.n_kv, r.cached = e.slot, e.n_kv, e.n_kv
-                r.src, r.src_len = None, 0
                 self.stats["reused_tokens"] += r.n_kv
             else:
                 rest.append(r)
         # Taken-over rows stay valid up to their n_kv until their first forward: copies below may read them.
+        for r in rest:
+            r.src, r.src_len = self._best_entry(r.tokens, len(r.tokens) - 1)
         nodes = self._plan_nodes(rest) if self.share_prefixes else []
+        self._pool.reserve(len(nodes) + len(rest))
         for node in nodes:  # parents come before their children
             node.slot = self._pool.alloc()
             self._start(node, node.parent)
@@ -643,11 +681,15 @@ class KVEngine:
             self.stats["reused_tokens"] += r.src_len
         r.src = None
 
-    def _best_entry(self, tokens: list[int], cap: int) -> tuple[_Entry | None, int]:
-        """The idle entry sharing the longest prefix with ``tokens`` (at most ``cap`` ids); on a tie, one
-        that can be taken over whole."""
+    def _best_entry(
+        self, tokens: list[int], cap: int, exclude: set[int] = frozenset()
+    ) -> tuple[_Entry | None, int]:
+        """The idle entry (not in the slots ``exclude``) sharing the longest prefix with ``tokens`` (at most
+        ``cap`` ids); on a tie, one that can be taken over whole."""
         best, best_len = None, 0
         for e in self._entries.values():
+            if e.slot in exclude:
+                continue
             n = _common_prefix(e.tokens, tokens, min(e.n_kv, cap))
             if n > best_len or (n == best_len > 0 and e.kind == REQUEST and n == e.n_kv):
                 best, best_len = e, n
@@ -752,19 +794,29 @@ class KVEngine:
         if was_training:
             model.eval()
         config._attn_implementation = ATTENTION
+        started = time.perf_counter()
         try:
-            out = model(
-                input_ids=input_ids,
-                position_ids=plan.positions[None],
-                past_key_values=_PoolCache(plan),
-                use_cache=True,
-                logits_to_keep=logits_to_keep,
-                gem_plan=plan,
-            )
+            with self.autocast():
+                out = model(
+                    input_ids=input_ids,
+                    position_ids=plan.positions[None],
+                    past_key_values=_PoolCache(plan),
+                    use_cache=True,
+                    logits_to_keep=logits_to_keep,
+                    gem_plan=plan,
+                )
         finally:
             config._attn_implementation = previous
             if was_training:
                 model.train()
+        # A step that prefills any prompt counts as prefill; decode_step_rows / decode_steps is the
+        # average batch of the steps that only decoded.
+        if prefills:
+            self.stats["prefill_seconds"] += time.perf_counter() - started
+        else:
+            self.stats["decode_seconds"] += time.perf_counter() - started
+            self.stats["decode_steps"] += 1
+            self.stats["decode_step_rows"] += len(rows)
         self.stats["forward_calls"] += 1
         self.stats["tokens_processed"] += len(ids)
         if self.stats["forward_calls"] == 1 or self._pool.slots * self._pool.length > self._peak_positions:

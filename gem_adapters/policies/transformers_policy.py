@@ -44,6 +44,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from gem_adapters import precision
 from gem_adapters.policies.base import (
     Coalescer,
     Generation,
@@ -65,6 +66,8 @@ class TransformersPolicy(Policy):
     worth). ``max_step_tokens``: prompt ids prefilled per engine step (longer prompts are chunked).
     ``max_context_tokens``: the model's context (None: ``max_position_embeddings``); a longer prompt
     is a ``ValueError`` before anything runs, and generation stops at the context's end.
+    ``bf16``: generate under bf16 autocast, the learner's numerics when it trains in bf16
+    (``gem_adapters.precision``); False: the model's own dtype.
     """
 
     accepts_seeds = True  # generate/agenerate take per-prompt ``seeds`` (rollout drivers pass them)
@@ -80,6 +83,7 @@ class TransformersPolicy(Policy):
         max_cache_tokens: int | None = None,
         max_step_tokens: int = 4096,
         max_context_tokens: int | None = None,
+        bf16: bool = False,
     ):
         import torch
 
@@ -90,6 +94,7 @@ class TransformersPolicy(Policy):
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.bf16 = bf16
         self.device = next(model.parameters()).device
         self.generator = torch.Generator().manual_seed(secrets.randbits(63) if seed is None else seed)
         self.pad_token_id = _first_id(
@@ -126,6 +131,7 @@ class TransformersPolicy(Policy):
                     max_cache_tokens=max_cache_tokens,
                     max_step_tokens=max_step_tokens,
                     max_context_tokens=self.max_context_tokens,
+                    bf16=bf16,
                     # Through a weak reference: a bound method would make policy and engine a cycle,
                     # whose key/value memory only the cyclic GC frees (a new policy per rollout piled
                     # up ~180 MB per step in a TRL run).
@@ -270,7 +276,7 @@ class TransformersPolicy(Policy):
         finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
         past = None
         step_ids = input_ids
-        with torch.no_grad():
+        with torch.no_grad(), precision.autocast(self.bf16, self.device):
             for step in range(params.max_new_tokens):
                 out = self.model(
                     input_ids=step_ids,

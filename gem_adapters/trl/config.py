@@ -8,8 +8,10 @@ other field is TRL's and means what TRL says, with four points to know:
   share an initial state (a GRPO group: same env id and seed);
 * ``max_completion_length`` is not the per-turn budget (that is ``max_turn_tokens``); TRL still uses
   it as the length normaliser of ``loss_type="dr_grpo"``;
-* ``bf16`` left unset means bf16 only on a GPU that supports it (TRL would turn it on everywhere, and
-  the Trainer then refuses to run on a CPU);
+* ``bf16`` left unset means bf16 autocast (fp32 master weights and optimizer state) where the device
+  computes bf16 natively: a GPU that supports it, or a CPU with AVX-512-BF16 or AMX
+  (``gem_adapters.precision``); fp32 elsewhere. Generation then runs under the same autocast, so the
+  rollout's logprobs are the learner's numerics. ``bf16=False`` (``--bf16 false``) forces fp32;
 * ``gradient_checkpointing`` defaults to False (TRL's to True): the learner computes each distinct
   prefix of a micro-batch once (``share_prefixes``), which needs no recomputation to fit in memory and
   does not run under it (the trainer then warns and uses TRL's padded forward).
@@ -61,7 +63,7 @@ class GEMGRPOConfig(GRPOConfig):
     )
 
     max_tree_tokens: int | None = field(
-        default=1024,
+        default=4096,
         metadata={
             "help": "The most tokens one prefix-tree forward keeps activations for: a micro-batch whose tree is "
             "larger is split into groups recomputed in the backward pass (memory bounded; None: one tree)."
@@ -72,9 +74,12 @@ class GEMGRPOConfig(GRPOConfig):
         if self.bf16 is None and not self.fp16:
             import torch
 
-            self.bf16 = bool(
-                not self.use_cpu and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-            )
+            from gem_adapters.precision import native_bf16
+
+            on_gpu = not self.use_cpu and torch.cuda.is_available()
+            self.bf16 = native_bf16("cuda" if on_gpu else "cpu")
+            # transformers allows bf16 without a GPU only when told that the CPU trains
+            self.use_cpu = self.use_cpu or (self.bf16 and not on_gpu)
         super().__post_init__()
         if self.max_turn_tokens < 1:
             raise ValueError("max_turn_tokens must be at least 1")

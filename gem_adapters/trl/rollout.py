@@ -281,7 +281,9 @@ class _policy_for:
             from gem_adapters.multimodal import VisionLanguagePolicy
 
             return VisionLanguagePolicy(model, trainer.processing_class, seed=self.seed)
-        return TransformersPolicy(model, trainer.processing_class, seed=self.seed)
+        return TransformersPolicy(
+            model, trainer.processing_class, seed=self.seed, bf16=bool(trainer.args.bf16)
+        )
 
     def __exit__(self, *exc: Any) -> None:
         if self._context is not None:

@@ -156,6 +156,7 @@ class GEMGRPOTrainer(GRPOTrainer):
         )
         self.last_episodes: list[Episode] = []
         self.last_advantages: torch.Tensor | None = None
+        self._learner_logprobs: torch.Tensor | None = None  # the latest forward's, for gem/logprob_gap
         self.add_callback(WeightsVersionCallback())
         self.add_callback(StepTimingCallback(self))
         if self.use_vllm:  # TRL's colocated sync cannot load into vLLM's CPU backend (see vllm_sync)
@@ -174,7 +175,20 @@ class GEMGRPOTrainer(GRPOTrainer):
 
     def compute_loss(self, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         with self.clock.phase("forward"):
-            return super().compute_loss(model, inputs, *args, **kwargs)
+            loss = super().compute_loss(model, inputs, *args, **kwargs)
+        self._log_logprob_gap(inputs)
+        return loss
+
+    def _log_logprob_gap(self, inputs: dict[str, Any]) -> None:
+        """``gem/logprob_gap``: the mean |sampled logprob - learner logprob| over the micro-batch's generated
+        tokens. Every micro-batch of a step runs on the weights that sampled it, so the gap is the rollout's
+        numerics against the learner's (e.g. bf16 generation against a bf16-autocast learner)."""
+        sampled, learner = inputs.get("sampling_per_token_logps"), self._learner_logprobs
+        if sampled is None or learner is None or learner.shape != sampled.shape or not self.model.training:
+            return
+        mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
+        gap = ((learner - sampled).abs() * mask).sum() / mask.sum().clamp(min=1)
+        self._metrics["train"]["gem/logprob_gap"].append(gap.item())
 
     def _get_per_token_logps_and_entropies(
         self,
@@ -196,10 +210,12 @@ class GEMGRPOTrainer(GRPOTrainer):
                 f"GEMGRPOTrainer: TRL's padded forward instead of the prefix tree: {why_not}"
             )
             self.clock.count("learner_tokens", input_ids.numel())
-            return super()._get_per_token_logps_and_entropies(
+            logprobs, entropy, aux = super()._get_per_token_logps_and_entropies(
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy,
                 compute_aux_loss, **multimodal,
             )  # fmt: skip
+            self._learner_logprobs = logprobs.detach()
+            return logprobs, entropy, aux
         scored = torch.zeros_like(attention_mask)
         scored[:, -logits_to_keep:] = 1
         with self.accelerator.autocast():
@@ -213,6 +229,7 @@ class GEMGRPOTrainer(GRPOTrainer):
                 max_tree_tokens=self.args.max_tree_tokens,
             )
         self.clock.count("learner_tokens", out.tokens)
+        self._learner_logprobs = out.logprobs[:, -logits_to_keep:].detach()
         entropy = None if out.entropy is None else out.entropy[:, -logits_to_keep:]
         return out.logprobs[:, -logits_to_keep:], entropy, None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 import weakref
 
 import pytest
@@ -342,3 +343,81 @@ def test_generation_under_bf16_autocast(tokenizer):
     assert [g.token_ids for g in kv] == [g.token_ids for g in none]
     for a, b in zip(kv, none):
         assert a.logprobs == pytest.approx(b.logprobs, abs=0.05)
+
+
+class SlowSteps(gem_core.Wrapper):
+    """Env steps that take ``seconds`` for the seeds in ``slow`` (a tool call, a SQL query), recording when."""
+
+    def __init__(self, env, slow, seconds, intervals):
+        super().__init__(env)
+        self.slow, self.seconds, self.intervals = slow, seconds, intervals
+        self._seed = None
+
+    def reset(self, seed=None, **kwargs):
+        self._seed = seed
+        return self.env.reset(seed=seed, **kwargs)
+
+    def step(self, action):
+        if self._seed not in self.slow:
+            return self.env.step(action)
+        started = time.perf_counter()
+        time.sleep(self.seconds)
+        result = self.env.step(action)
+        self.intervals.append((started, time.perf_counter()))
+        return result
+
+
+def play_with_slow_envs(model, tokenizer, env_ids, seeds, sampling, slow=(), intervals=None):
+    """One rollout over a vector env whose envs with a seed in ``slow`` take 50 ms a step."""
+    vec = gem_core.make_vec(
+        env_ids, wrappers=[lambda env: SlowSteps(env, set(slow), 0.05, intervals)], autoreset_mode="disabled"
+    )
+    try:
+        policy = TransformersPolicy(model, tokenizer, seed=7, cache="kv")
+        return rollout(
+            vec, policy, renderer_for(tokenizer, "smollm2"), seeds=seeds, max_new_tokens=6, sampling=sampling
+        )
+    finally:
+        vec.close()
+
+
+def test_each_episode_gets_what_it_gets_alone(tokenizer):
+    """Greedy, fp32: an episode's ids and logprobs do not depend on what else shares the batch or how slow
+    the other envs are."""
+    from gem_adapters.models import tiny_causal_lm
+
+    model = tiny_causal_lm(tokenizer, seed=2)
+    env_ids = [ENV_ID, "game:Mastermind-v1-easy"] * 3  # episodes of different lengths
+    seeds = [0, 1, 2, 3, 4, 5]
+    greedy = SamplingParams(max_new_tokens=6, temperature=0)
+    together = play_with_slow_envs(model, tokenizer, env_ids, seeds, greedy, slow={1, 4}, intervals=[])
+    alone = [play_with_slow_envs(model, tokenizer, [e], [s], greedy)[0] for e, s in zip(env_ids, seeds)]
+    assert_same_episodes(together, alone)
+    assert len({e.num_turns for e in together}) > 1
+
+
+def test_slow_env_steps_overlap_generation_and_change_no_episode(tokenizer, model, monkeypatch):
+    """While a slow env steps (a tool call, a SQL query), the other episodes go on decoding, and the
+    schedule changes nothing that is sampled (per-request random streams)."""
+    from gem_adapters.policies import kv_engine
+
+    forwards = []
+    forward = kv_engine.KVEngine._forward
+
+    def recorded(engine, rows):
+        forwards.append(time.perf_counter())
+        return forward(engine, rows)
+
+    monkeypatch.setattr(kv_engine.KVEngine, "_forward", recorded)
+    seeds = list(range(8))
+    sampled = SamplingParams(max_new_tokens=6, temperature=1.0, seed=11)
+    intervals = []
+    slow = play_with_slow_envs(
+        model, tokenizer, [ENV_ID] * 8, seeds, sampled, slow={1, 4}, intervals=intervals
+    )
+    fast = play_with_slow_envs(model, tokenizer, [ENV_ID] * 8, seeds, sampled)
+    assert_same_episodes(slow, fast)
+    assert len({len(t.action_ids) for e in slow for t in e.turns}) > 1  # turns end at different steps
+    assert intervals, "the slow envs were stepped"
+    overlapped = sum(any(start < t < end for t in forwards) for start, end in intervals)
+    assert overlapped > 0, "no model step ran while a slow env was stepping"
