@@ -102,7 +102,7 @@ if [ "$openenv_nodeps" = 1 ]; then
   pip install -q --no-deps "openenv==0.10.0"
 fi
 # Frameworks that cannot install with their own dependencies on a CPU machine: only their CPU-importable parts
-# are used and tested here (see README, "Frameworks").
+# are used and tested here (docs/frameworks.md).
 case ",${extras}," in
   *,openrlhf,*|*,test,*|*,dev,*|*,test-openrlhf,*) pip install -q --no-deps "openrlhf==0.11.2" pylatexenc ;;
 esac
