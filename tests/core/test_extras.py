@@ -37,6 +37,14 @@ def test_make_names_the_missing_package_and_its_extra(monkeypatch, module, env_i
     assert f"pip install 'gem-core[{extra}]'" in str(raised.value)
 
 
+def test_the_mcp_tool_names_its_package_before_it_connects(monkeypatch):
+    from gem_core.tools.mcp import MCPTool
+
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    with pytest.raises(MissingExtraError, match=r"needs mcp, .*pip install 'gem-core\[tools\]'"):
+        MCPTool({"command": sys.executable, "args": ["-c", "pass"]})
+
+
 SWEEP = """
 import json, sys
 for module in sys.argv[1:]:
