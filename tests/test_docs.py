@@ -173,3 +173,8 @@ def test_the_readme_links_every_guide_once():
     assert {f"docs/{g.name}": targets.count(f"docs/{g.name}") for g in GUIDES} == {
         f"docs/{g.name}": 1 for g in GUIDES
     }
+
+
+def test_the_readme_stays_a_first_read():
+    """Details belong in docs/: the README fits in 120 lines."""
+    assert len((REPO / "README.md").read_text().splitlines()) <= 120
