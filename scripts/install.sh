@@ -11,14 +11,17 @@
 # Use the environment with `.venv/bin/python ...`, or `source .venv/bin/activate` for an interactive shell
 # (`gem`, `python`, `pytest` are then on PATH).
 #
-# `python -m venv` + pip, not uv: torch is pinned to 2.13.0, whose CPU wheel pip finds on this machine kind's
-# disk; uv does not look there and would download a multi-GB CUDA build. An unpinned torch pulls GBs of CUDA
-# packages everywhere, hence the pin on every pip call that could resolve torch.
+# torch: CPU build without an NVIDIA GPU, CUDA build with one, or GEM_TORCH=cpu|cuda; scripts/torch_build.sh
+# chooses it and where pip gets it (run it alone to see its choice), and every pip call that could resolve
+# torch is pinned to that build. `python -m venv` + pip, not uv: pip reads the machine's configured
+# indexes and find-links, where a CPU wheel may lie.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/torch_build.sh
 extras="${*:-test}"
 extras="${extras// /,}"
 venv="${GEM_VENV:-.venv}"
+choose_torch_build "$extras"
 
 find_python() {
   local candidate
@@ -58,19 +61,21 @@ py="$venv/bin/python"
 
 # Re-running with the same extras and the same dependency files is a no-op.
 stamp="$venv/.gem-installed-$(echo "$extras" | tr ',' '-')"
-fingerprint="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1)"
+fingerprint="$(cat pyproject.toml scripts/install.sh scripts/torch_build.sh | sha256sum | cut -d' ' -f1) torch-$torch_build"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$fingerprint" ]; then
   echo "$venv is up to date for [$extras]"
   exit 0
 fi
 
+pip() { "$py" -m pip "$@"; }
+pip install -q --upgrade pip
+find_torch_source "$py" "$extras"
+echo "torch: the $torch_build build ($torch_why), $torch_requirement from $torch_source"
+
 # bubblewrap isolates the Python tool's sandbox; without it the sandbox falls back loudly.
 if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null) || echo "warning: could not install bubblewrap" >&2
 fi
-
-pip() { "$py" -m pip "$@"; }
-pip install -q --upgrade pip
 # OpenEnv's old distribution, openenv-core, installs the same `openenv` module as its current one: installing
 # openenv over it leaves both (pip check says nothing) and removing it later deletes openenv's files. Remove it
 # first, and openenv with it, so that openenv is installed afresh below.
@@ -90,13 +95,14 @@ esac
 if [ "$openenv_nodeps" = 1 ]; then
   pip_extras="$(echo ",${extras}," | sed -e 's/,openenv,/,openenv-deps,/g' -e 's/^,//' -e 's/,$//')"
 fi
-pip install -q "torch==2.13.0"
-pip install -q -e ".[${pip_extras}]" "torch==2.13.0"
+# torch first, alone, from its source; later calls find it installed (the pin keeps its build).
+pip install -q ${torch_pip_args[@]+"${torch_pip_args[@]}"} "$torch_requirement"
+pip install -q -e ".[${pip_extras}]" "$torch_requirement"
 if [ "$openenv_nodeps" = 1 ]; then
   pip install -q --no-deps "openenv==0.10.0"
 fi
 # Frameworks that cannot install with their own dependencies on a CPU machine: only their CPU-importable parts
-# are used and tested here (see README, "Frameworks").
+# are used and tested here (docs/frameworks.md).
 case ",${extras}," in
   *,openrlhf,*|*,test,*|*,dev,*|*,test-openrlhf,*) pip install -q --no-deps "openrlhf==0.11.2" pylatexenc ;;
 esac

@@ -10,7 +10,7 @@ tearing down gigabytes of a power tower can take a second to die; a reaper threa
 deadline counts from the call, so the wait for a free worker is part of it: when every worker is
 stuck on a crafted answer, the other callers get ``GradingTimeout`` at their deadline instead of
 queueing behind them. The caller's thread is never blocked longer than that, except by the very
-first ``warmup`` of its kind in the process (below).
+first ``warmup`` of its kind in the process when nothing waited for it before (below).
 
 Workers are plain ``python -c`` subprocesses (not ``multiprocessing``), so the user's main script is
 never re-imported in them. A worker's stdout carries the replies; whatever the graded code prints goes
@@ -20,9 +20,10 @@ runaway computation fails with ``MemoryError`` instead of swapping the machine.
 A ``warmup`` call (e.g. importing math-verify, or building a reasoning-gym dataset) runs once per worker
 with a generous timeout, on a background thread, before the worker takes a timed call: a caller takes
 only a worker warmed up for its call, and waits for one (starting one, if there is room) no longer
-than its deadline. Replacements of killed workers are warmed up the same way. Only the first warmup
-of a kind in a process is waited for outside the deadline (a one-time cost, as an import is);
-``prewarm`` starts it early (the math envs do when they are built).
+than its deadline. Replacements of killed workers are warmed up the same way. ``warm_up`` waits for
+the first warmup of a kind in a process (a one-time cost, as an import is): the math envs call it when
+they are built, so that every grading, the first included, is timed from the call's start. A ``call``
+whose warmup no worker has run yet waits for it first and is timed from then.
 
 A second pool, ``pool="generation"``, runs trusted generators (reasoning-gym puzzles) under a deadline
 the same way; its replies are pickles (see ``call``).
@@ -84,12 +85,15 @@ def call(
     return _pool(pool).call(target, args, timeout, warmup)
 
 
-def prewarm(warmup: tuple[str, tuple[Any, ...]], pool: str = "grading") -> None:
-    """Start warming up a worker of ``pool`` for ``warmup`` in the background, unless one is ready or
-    starting: the first ``call`` with that warmup then finds it ready."""
+def warm_up(
+    warmup: tuple[str, tuple[Any, ...]], pool: str = "grading", timeout: float = STARTUP_TIMEOUT
+) -> None:
+    """Return once a worker of ``pool`` has run ``warmup`` (at once if one already has in this process):
+    every later ``call`` with that warmup is then timed from its start. Raises ``GradingError`` if the
+    warmup fails, ``GradingTimeout`` if no worker has run it within ``timeout`` seconds."""
     if pool not in POOLS:
         raise ValueError(f"pool is one of {sorted(POOLS)}, got {pool!r}")
-    _pool(pool).prewarm(warmup)
+    _pool(pool).warm_up(warmup, timeout)
 
 
 # ---- the parent side ------------------------------------------------------------------------------
@@ -202,15 +206,31 @@ class _Pool:
             if worker is not None:
                 self._checkin(worker)
 
-    def prewarm(self, warmup: tuple[str, tuple[Any, ...]]) -> None:
-        """Start a worker warming up for ``warmup`` in the background unless one is ready or starting."""
+    def warm_up(self, warmup: tuple[str, tuple[Any, ...]], timeout: float) -> None:
+        """Wait until some worker of this pool has run ``warmup``, starting one if none is."""
         key = repr(warmup)
         with self.cond:
-            if any(key in w.warmups for w in self.idle) or self.warming.get(key):
-                return
-            if self.count < self.max_workers:
-                self.count += 1
-                self._start(warmup)
+            since = time.monotonic()
+            while key not in self.warmed:
+                failed_at, why = self.failed.get(key, (0.0, ""))
+                if failed_at >= since:
+                    raise GradingError(f"the grading worker could not warm up: {why}")
+                self._start_unless_warming(warmup)
+                remaining = since + timeout - time.monotonic()
+                if remaining <= 0:
+                    raise GradingTimeout(f"no grading worker warmed up within {timeout:g}s")
+                self.cond.wait(remaining)
+
+    def _start_unless_warming(self, warmup: Any) -> None:
+        """Start warming up a worker for ``warmup`` unless one is: a new one if there is room, else an
+        idle one (warmed up for other calls). Call with ``cond`` held."""
+        if self.warming.get(repr(warmup)):
+            return
+        if self.count < self.max_workers:
+            self.count += 1
+            self._start(warmup)
+        elif self.idle:
+            self._start(warmup, self.idle.pop(0))
 
     def _checkout(self, deadline: float, warmup: Any, timeout: float) -> _Worker:
         key = repr(warmup)
@@ -227,12 +247,7 @@ class _Pool:
                 failed_at, why = self.failed.get(key, (0.0, ""))
                 if first and failed_at >= since:  # the warmup this caller waited for failed
                     raise GradingError(f"the grading worker could not warm up: {why}")
-                if not self.warming.get(key):
-                    if self.count < self.max_workers:
-                        self.count += 1
-                        self._start(warmup)
-                    elif self.idle:  # idle workers, none warmed up for this call: warm one up
-                        self._start(warmup, self.idle.pop(0))
+                self._start_unless_warming(warmup)
                 if first and key in self.warmed:  # another worker's warmup came first: timed from now
                     first, deadline = False, max(deadline, time.monotonic() + timeout)
                 remaining = (first_until if first else deadline) - time.monotonic()

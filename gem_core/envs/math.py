@@ -23,12 +23,12 @@ network, or a local copy: ``make("math:GSM8K", data_files="gsm8k.jsonl")``.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
 from gem_core.envs import grading
 from gem_core.envs.dataset import DatasetEnv, answers_of, load_hf_dataset, read_jsonl
+from gem_core.extras import require
 from gem_core.parsing import extract_boxed, preview
 from gem_core.registry import register
 
@@ -52,8 +52,7 @@ class MathEnv(DatasetEnv):
         instruction: str = INSTRUCTION,
         grade_timeout: float = GRADE_TIMEOUT,
     ):
-        if importlib.util.find_spec("math_verify") is None:
-            raise ImportError("math envs grade with math-verify: pip install 'gem-core[tasks]'")
+        require_math_verify()
         if data_files is not None or path is None:
             examples = load_hf_dataset(dataset_name, split, data_files)
         else:
@@ -65,7 +64,9 @@ class MathEnv(DatasetEnv):
         self.question_key, self.answer_key = question_key, answer_key
         self.instruction = instruction
         self.grade_timeout = grade_timeout
-        grading.prewarm(WARMUP)  # the first grading then finds a worker with math-verify imported
+        # A grading worker imports math-verify now (once per process, as an import is), so that every
+        # grading, the first included, fits in grade_timeout.
+        grading.warm_up(WARMUP)
 
     def _prompt(self, example: Any) -> str:
         return f"{example[self.question_key]}\n{self.instruction}".strip()
@@ -92,13 +93,18 @@ class MathEnv(DatasetEnv):
         return f"The answer is \\boxed{{{answers_of(other[self.answer_key])[0]}}}."
 
 
+def require_math_verify() -> None:
+    require("math_verify", package="math-verify", extra="tasks", needed_by="grading math answers")
+
+
 def grade_answer(
     answer: str, references: Sequence[str], timeout: float = GRADE_TIMEOUT
 ) -> tuple[bool, str | None]:
     """Is ``answer`` (the content of a ``\\boxed{}``) equivalent to one of ``references``? ``(correct, error)``.
 
-    Never raises, and returns within ``timeout`` seconds (plus the first warmup of a grading worker in
-    the process, once): a timeout or a failure inside math-verify gives ``(False, message)``.
+    Never raises, and returns within ``timeout`` seconds of the call: a timeout or a failure inside
+    math-verify gives ``(False, message)``. Building a math env warms a grading worker up; in a process
+    that has built none, the first call first waits for a worker to import math-verify, untimed.
     """
     if _plain(answer) in {_plain(r) for r in references}:
         return True, None

@@ -58,7 +58,6 @@ which is 1.0 for the answer ``nan``; here an answer that is not a finite number 
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
 import math
 import re
@@ -67,6 +66,7 @@ from typing import Any
 
 from gem_core.envs import grading
 from gem_core.envs.dataset import DatasetEnv, ExampleUnavailableError
+from gem_core.extras import require
 from gem_core.parsing import extract_boxed, extract_tag, preview
 from gem_core.registry import register
 
@@ -126,8 +126,7 @@ class ReasoningGymEnv(DatasetEnv):
         partial_credit: bool = False,
         **config: Any,
     ):
-        if importlib.util.find_spec("reasoning_gym") is None:
-            raise ImportError("rg:* envs need reasoning-gym: pip install 'gem-core[tasks]'")
+        require("reasoning_gym", package="reasoning-gym", extra="tasks", needed_by="rg:* envs")
         if name == "composite":
             config.setdefault("datasets", COMPOSITE_DEFAULT)
         self.name = name

@@ -36,6 +36,7 @@ import urllib.request
 from typing import Any
 
 from gem_core.core import Env, StepResult
+from gem_core.extras import require
 from gem_core.openenv.codec import decode_observation
 
 _SCHEMAS: dict[str, dict[str, Any]] = {}
@@ -90,6 +91,7 @@ class OpenEnvClientEnv(Env):
         connect_timeout: float = 10.0,
         message_timeout: float = 300.0,
     ):
+        require("openenv", package="openenv", extra="openenv", needed_by="openenv: envs")
         url = url.strip().rstrip("/")
         if url.startswith(("ws://", "wss://")):
             url = "http" + url[2:]

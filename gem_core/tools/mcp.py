@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from gem_core.extras import require
 from gem_core.parsing import preview
 from gem_core.tools.base import Tool
 from gem_core.tools.call_formats import (
@@ -130,6 +131,7 @@ class MCPTool(Tool):
         server_stderr: TextIO | None = None,
         call_format: str | CallFormat | Any = "hermes",
     ):
+        require("mcp", package="mcp", extra="tools", needed_by="the MCP tool")
         self.servers = load_config(config)
         self.call_format = call_format_for(call_format)
         self.timeout, self.connect_timeout, self.retries = timeout, connect_timeout, retries

@@ -3,7 +3,10 @@
 import concurrent.futures as cf
 import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from fractions import Fraction
@@ -297,5 +300,62 @@ def test_grading_workers_warm_up_in_the_background():
         time.sleep(1.5)  # the second worker has warmed up meanwhile
         assert pool.call("math:sqrt", (9.0,), 0.5, warmup) == 3.0
         busy.join()
+    finally:
+        pool.close()
+
+
+FIRST_GRADING = """
+import json, sys, time
+import gem_core, gem_core.envs.math as math_env
+
+math_env.WARMUP = ("slow_warmup:warm", ())
+start = time.monotonic()
+env = gem_core.make("math:Arithmetic-v0", grade_timeout=float(sys.argv[1]))
+made = time.monotonic() - start
+env.reset(seed=0)
+start = time.monotonic()
+_, reward, _, _, info = env.step("\\\\boxed{10^{10^{10}}}")
+print(json.dumps({"made": made, "step": time.monotonic() - start, "reward": reward, "info": info}))
+"""
+
+
+def test_the_first_grading_after_make_is_timed_from_its_call(tmp_path):
+    """A fresh process whose grading worker takes 2 s to warm up: ``make`` waits for the warmup, so the
+    first step, graded at once, is cut off at its own deadline (it used to wait for the rest of the
+    warmup first, then for the whole deadline: 5.81 s against 5 s)."""
+    (tmp_path / "slow_warmup.py").write_text(
+        "import time\nfrom gem_core.envs.math import warm_up_worker\n\n\n"
+        "def warm():\n    time.sleep(2.0)\n    return warm_up_worker()\n"
+    )
+    deadline = 1.0
+    (tmp_path / "first_grading.py").write_text(FIRST_GRADING)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "first_grading.py"), str(deadline)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(gem_core.__file__).parents[1])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["made"] >= 2.0, result  # make waited for the warmup
+    assert result["reward"] == 0.0 and "longer than 1s" in result["info"]["error"], result
+    assert result["step"] < deadline + 0.5, result
+
+
+def test_warm_up_waits_once_and_then_calls_are_timed_from_their_start():
+    warmup = ("time:sleep", (1.0,))
+    pool = grading._Pool(2)
+    try:
+        start = time.monotonic()
+        pool.warm_up(warmup, 30)
+        assert time.monotonic() - start >= 1.0
+        start = time.monotonic()
+        pool.warm_up(warmup, 30)  # a worker has run it: nothing to wait for
+        assert pool.call("math:sqrt", (4.0,), 0.5, warmup) == 2.0  # under a deadline shorter than the warmup
+        assert time.monotonic() - start < 0.5
+        with pytest.raises(grading.GradingError, match="could not warm up"):
+            pool.warm_up(("math:sqrt", ("four",)), 30)
     finally:
         pool.close()

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from gem_core.envs import grading
 from gem_core.envs.dataset import DatasetEnv
 from gem_core.envs.geometry.figures import DEGREE, IMAGE_SIZE
 from gem_core.envs.geometry.problems import LEVELS, make_problem
-from gem_core.envs.math import GRADE_TIMEOUT, INSTRUCTION, MathEnv
+from gem_core.envs.math import GRADE_TIMEOUT, INSTRUCTION, MathEnv, require_math_verify
+from gem_core.envs.math import WARMUP as MATH_WARMUP
+from gem_core.extras import require
 from gem_core.observation import MultimodalObservation, png_bytes
+
+
+def require_pillow() -> None:
+    require("PIL", package="pillow", extra="vision", needed_by="math envs with figures")
 
 
 class _Problems:
@@ -59,10 +66,13 @@ class GeometryFiguresEnv(_VisualMath):
     ):
         if level not in LEVELS:
             raise ValueError(f"level is one of {LEVELS}, got {level!r}")
+        require_pillow()
+        require_math_verify()
         DatasetEnv.__init__(self, _Problems(level, problem_seed, image_size))
         self.question_key, self.answer_key = "problem", "answer"
         self.instruction, self.grade_timeout = instruction, grade_timeout
         self.describe = describe
+        grading.warm_up(MATH_WARMUP)
 
     def _prompt(self, example: Any) -> MultimodalObservation:
         obs = super()._prompt(example)
@@ -79,6 +89,7 @@ class VisualMathEnv(_VisualMath):
     or a list (PIL images, ``datasets`` image dicts, encoded bytes or paths)."""
 
     def __init__(self, *args: Any, image_key: str = "images", **kwargs: Any):
+        require_pillow()
         super().__init__(*args, **kwargs)
         if image_key not in self.examples[0]:
             raise KeyError(f"the examples have no {image_key!r} field (they have {sorted(self.examples[0])})")

@@ -38,6 +38,7 @@ from gem_core.envs.web.catalog import (
     reward,
     search,
 )
+from gem_core.extras import require
 from gem_core.parsing import extract_boxed, preview
 
 PENALTY = -0.1
@@ -66,6 +67,7 @@ class ShopEnv(Env[str]):
     def __init__(self, max_turns: int = 15):
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        require("bm25s", package="bm25s", extra="tools", needed_by="web:Shop-v0's search")
         self.max_turns = max_turns
         self.goal: dict[str, Any] = {}
         self.turn = 0

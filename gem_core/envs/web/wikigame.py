@@ -38,6 +38,7 @@ from collections import deque
 from typing import Any
 
 from gem_core.core import Env, StepResult
+from gem_core.extras import require
 from gem_core.parsing import extract_boxed, preview
 
 SUCCESS_REWARD, STEP_REWARD, FAIL_REWARD = 1.0, -0.05, 0.0
@@ -105,6 +106,7 @@ class WikiGameEnv(Env[str]):
             raise ValueError(f"invalid variant {variant!r}; valid options are {list(VARIANTS)}")
         if max_turns < 1 or min_distance < 1:
             raise ValueError("max_turns and min_distance must be at least 1")
+        require("bm25s", package="bm25s", extra="tools", needed_by="web:WikiGame-v0's link graph")
         self.max_turns, self.variant, self.min_distance = max_turns, variant, min_distance
         texts, _ = link_graph()
         self.targets = [t for t in sorted(texts) if max(distances_to(t).values()) >= min_distance]
