@@ -8,7 +8,7 @@ The shared core, written once and used by every framework adapter:
   ``gem_adapters.episode``          token-exact episodes: turns, loss masks, the prompt/response split
   ``gem_adapters.chat_renderer``    incremental chat-template rendering; ``shared_renderer`` per process
   ``gem_adapters.episode_builder``  an episode recorded as it is played
-  ``gem_adapters.jsonl``            record and replay (``gem_adapters.trajectory``: a deprecated alias of all four)
+  ``gem_adapters.jsonl``            record and replay
   ``gem_adapters.episode_stats``    the summary numbers of a batch of episodes
   ``gem_adapters.advantages``       per-turn returns and estimators (ReBN, GRPO, RLOO, GAE, ...) by name
   ``gem_adapters.tasks``            the task of one episode (env id + seed, ...) every adapter plays

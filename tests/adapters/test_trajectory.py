@@ -433,24 +433,3 @@ def test_shared_renderer_is_one_per_tokenizer_content_and_settings(tokenizer):
     assert shared_renderer(tokenizer, "sys") is not first
     assert first.system_prompt == "sys" and first.template_kwargs == {"enable_thinking": False}
 
-
-def test_the_old_trajectory_module_is_a_deprecated_alias():
-    import importlib
-    import sys
-
-    import gem_adapters.chat_renderer
-    import gem_adapters.episode
-    import gem_adapters.episode_builder
-    import gem_adapters.jsonl
-
-    sys.modules.pop("gem_adapters.trajectory", None)
-    with pytest.warns(DeprecationWarning, match="gem_adapters.trajectory is deprecated"):
-        old = importlib.import_module("gem_adapters.trajectory")
-    homes = (
-        gem_adapters.episode,
-        gem_adapters.chat_renderer,
-        gem_adapters.episode_builder,
-        gem_adapters.jsonl,
-    )
-    for name in old.__all__:
-        assert any(getattr(home, name, None) is getattr(old, name) for home in homes), name
