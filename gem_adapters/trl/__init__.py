@@ -1,7 +1,7 @@
 """TRL glue: GEM episodes inside TRL's ``GRPOTrainer``.
 
 ``GEMGRPOConfig`` (a ``GRPOConfig`` with the episode and advantage settings), ``GEMGRPOTrainer``
-(per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens: ``advantages``),
+(per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens: ``trainer``),
 ``task_rows`` / ``tasks_dataset`` / ``prompt_task`` (``rows``: what the trainer's dataset holds, each
 ``gem_adapters.tasks.Task`` whole as JSON), ``make_rollout_func`` (``rollout``: the ``rollout_func``
 that plays the episodes) and

@@ -16,7 +16,9 @@ One episode, one sample (``episode_to_sample``)::
     env_mask        =    1 1 1 |   0 0 0 0 0 0    |  1 1 1   | ... | 1 1 1
     logprobs        = the policy's logprob of each action id, 0.0 on env/template ids
 
-``env_mask`` becomes TRL's tool mask: env and template ids get no loss. The completion stops at the
+``env_mask`` becomes TRL's tool mask: env and template ids get no loss. ``turn_spans`` (each
+action's ``(start, end)`` in ``completion_ids``) ride in the row to the trainer's scoring step, which
+puts each turn's advantage on them: the sample is laid out once per episode, here. The completion stops at the
 last action's last id, so TRL's truncation test (does the completion end with EOS?) is true exactly
 when the last action was cut off by ``max_turn_tokens``.
 
@@ -95,8 +97,8 @@ def make_rollout_func(
     """A TRL ``rollout_func`` that plays one GEM episode per prompt (a ``task_prompt``).
 
     Besides ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` it returns, per sample,
-    ``episode`` (the ``Episode``; TRL passes it to the reward functions) and, for the whole call,
-    ``rollout_seconds``. An episode must show exactly the images of its prompt (its dataset row's,
+    ``episode`` (the ``Episode``) and ``turn_spans`` (TRL merges both into the sample's row) and, for
+    the whole call, ``rollout_seconds``. An episode must show exactly the images of its prompt (its dataset row's,
     which TRL's forward pass gets): otherwise a ``ValueError`` says why.
     """
 
@@ -217,6 +219,7 @@ def rollout_output(episodes: list[Episode], rollout_seconds: float) -> dict[str,
         "completion_ids": [s.completion_ids for s in samples],
         "logprobs": [s.logprobs for s in samples],
         "env_mask": [s.env_mask for s in samples],
+        "turn_spans": [s.turn_spans for s in samples],
         "episode": episodes,
         "rollout_seconds": rollout_seconds,
     }

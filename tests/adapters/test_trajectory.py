@@ -432,4 +432,3 @@ def test_shared_renderer_is_one_per_tokenizer_content_and_settings(tokenizer):
     assert shared_renderer(tokenizer, "other", {"enable_thinking": False}) is not first
     assert shared_renderer(tokenizer, "sys") is not first
     assert first.system_prompt == "sys" and first.template_kwargs == {"enable_thinking": False}
-

@@ -237,8 +237,29 @@ def test_episode_samples_and_logged_metrics(rebn_run):
     episodes = [row["episode"] for row in rows]
     assert logged["env/turns"] == 3
     assert logged["env/return"] == pytest.approx(np.mean([e.total_reward for e in episodes]))
+    # TRL's logged reward is the return of the per-turn rewards the estimator trained on.
+    assert logged["reward"] == pytest.approx(logged["env/return"])
+    assert rows[0]["turn_spans"] == episode_to_sample(rows[0]["episode"]).turn_spans
     assert logged["env/tokens_per_second"] > 0
     assert json.loads(rows[0]["prompt"])["env_id"] == TEST_ENV
+
+
+def test_reward_funcs_are_refused_with_where_the_rewards_come_from(rebn_run, tokenizer):
+    """A GRPOTrainer script's reward function would be called and logged but not trained on: refused."""
+    from gem_adapters.models import tiny_causal_lm
+
+    def my_reward(completions, **kwargs):
+        return [12.23] * len(completions)
+
+    # The run's own config: a fresh TrainingArguments would reset accelerate's state under the run.
+    with pytest.raises(ValueError, match="env's per-turn rewards"):
+        GEMGRPOTrainer(
+            tiny_causal_lm(tokenizer, seed=0),
+            rebn_run[0].args,
+            tasks_dataset(TEST_ENV, 4),
+            processing_class=tokenizer,
+            reward_funcs=[my_reward],
+        )
 
 
 def test_the_learner_shares_prefixes_with_the_padded_forwards_loss(rebn_run):
