@@ -10,7 +10,7 @@ What it does, top to bottom:
   3. replaces OpenRLHF's estimator with GEM's per-turn one (``--advantage_estimator rebn`` by default: a
      name of ``gem_adapters.advantages``' registry, as in every example): the launch configures it with
      ``GemOpenRLHFConfig(estimator=...)`` (``launch_env``), whose environment carries it to the
-     trainer's Ray workers (see ``gem_adapters/openrlhf/hook.py``). ``--advantage_estimator openrlhf``
+     trainer's Ray workers (see ``gem_adapters/openrlhf/config.py``). ``--advantage_estimator openrlhf``
      keeps OpenRLHF's own ``reinforce`` on the summed episode reward, discounted per token (see
      ``gem_adapters/openrlhf/advantages.py`` for exactly how it differs).
 
@@ -185,7 +185,7 @@ def launch_env(args: Args) -> dict[str, str]:
     """The environment of the launch: the run's ``GemOpenRLHFConfig`` (the GEM estimator, carried to
     OpenRLHF's Ray workers by ``gem_adapters.openrlhf.hook``), this checkout on PYTHONPATH (Ray workers
     import gem_adapters from it if the package is not installed)."""
-    from gem_adapters.openrlhf.hook import GemOpenRLHFConfig, launch_environment
+    from gem_adapters.openrlhf.config import GemOpenRLHFConfig, launch_environment
 
     estimator = None if args.advantage_estimator == "openrlhf" else args.advantage_estimator
     env = launch_environment(GemOpenRLHFConfig(estimator=estimator))
@@ -195,7 +195,7 @@ def launch_env(args: Args) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     from gem_adapters.models import resolve
-    from gem_adapters.openrlhf.advantages import estimator_names
+    from gem_adapters.openrlhf.config import estimator_names
 
     args, extra = parse_args(argv)
     if args.advantage_estimator not in [*estimator_names(), "openrlhf"]:

@@ -194,6 +194,8 @@ def write_inputs(args: Args) -> dict[str, Path]:
 def hydra_overrides(args: Args, paths: dict[str, Path], model_path: str) -> list[str]:
     """``verl.trainer.main_ppo`` overrides: FSDP actor, GemAgentLoop, and a vLLM rollout on one GPU or
     (``--device cpu``) ``gem_adapters.verl.cpu.CPU_OVERRIDES``."""
+    from gem_adapters.verl.advantages import verl_estimator
+
     micro = args.micro_batch_size_per_gpu
     overrides = [
         f"algorithm.adv_estimator={verl_estimator(args.advantage_estimator)}",
@@ -279,27 +281,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if args.dry_run else subprocess.call(command, env=launch_env(args.device))
 
 
-VERL_OWN = "verl:"  # the prefix naming one of verl's own estimators
-
-
-def verl_estimator(name: str) -> str:
-    """``algorithm.adv_estimator`` for ``--advantage_estimator name``: ``gem_<name>`` for a name of
-    gem_adapters.advantages' registry (``gem_<name>`` itself is accepted too), ``<name>`` for
-    ``verl:<name>``."""
-    if name.startswith(VERL_OWN):
-        return name[len(VERL_OWN) :]
-    from gem_adapters.verl.advantages import PREFIX
-
-    return name if name.startswith(PREFIX) else PREFIX + name
-
-
 def check_estimator(name: str) -> str:
-    """verl's name of ``--advantage_estimator name`` (``verl_estimator``); exits with the list of
-    accepted names when verl's registry (with the gem_* estimators of gem_adapters.advantages and of
-    installed plugins) lacks it, before anything is written."""
+    """verl's name of ``--advantage_estimator name`` (``gem_adapters.verl.advantages.verl_estimator``);
+    exits with the list of accepted names when verl's registry (with the gem_* estimators of
+    gem_adapters.advantages and of installed plugins) lacks it, before anything is written."""
     from verl.trainer.ppo import core_algos
 
-    from gem_adapters.verl.advantages import PREFIX, register_estimators
+    from gem_adapters.verl.advantages import VERL_OWN, register_estimators, verl_estimator
+    from gem_adapters.verl.state_keys import PREFIX
 
     register_estimators()
     registered = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)

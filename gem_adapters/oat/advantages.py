@@ -35,14 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from gem_adapters.advantages import compute_advantages_flat, discounted_returns, get_estimator
+from gem_adapters.advantages import compute_advantages_flat, discounted_returns, require_estimator
 
 
 def check_estimator(name: str) -> None:
     """Raise unless ``name`` is a shared estimator Oat's learner can feed (no critic values, no groups)."""
-    spec = get_estimator(name)
-    if spec.needs_values or spec.needs_groups:
-        raise ValueError(f"Oat's learner has neither critic values nor episode groups for {name!r}")
+    require_estimator(name, values=False, groups=False, trainer="Oat's learner")
 
 
 def transition_advantages(

@@ -51,40 +51,24 @@ How this differs from ``--algo.advantage.estimator reinforce --algo.advantage.ga
 4. OpenRLHF resets ``gamma`` to 1 for every estimator except ``reinforce`` and ``gae``.
 
 Run with ``--algo.advantage.estimator reinforce`` (no critic, no group-size check; the replacement
-ignores the name) and ``GEM_OPENRLHF_ESTIMATOR`` naming the GEM estimator (see ``hook``).
+ignores the name) and ``GEM_OPENRLHF_ESTIMATOR`` naming the GEM estimator (see ``config``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from gem_adapters.advantages import as_numpy, get_estimator, mask_runs, token_advantages
-from gem_adapters.advantages import estimator_names as shared_estimator_names
+from gem_adapters.openrlhf.config import ESTIMATOR_ENV
 
-ESTIMATOR_ENV = "GEM_OPENRLHF_ESTIMATOR"
 TURN_REWARDS = "gem_turn_rewards"
 STATE_KEYS = "gem_state_keys"
 NUM_TURNS = "gem_num_turns"
 SUCCESS = "gem_success"
-
-
-def estimator_names() -> list[str]:
-    """The shared estimators OpenRLHF can feed (no critic values; state keys travel with the samples),
-    read from the registry at call time."""
-    return shared_estimator_names(values=False, state_keys=True)
-
-
-def configured_estimator() -> str | None:
-    """The GEM estimator named by ``GEM_OPENRLHF_ESTIMATOR`` (None when unset)."""
-    name = os.environ.get(ESTIMATOR_ENV) or None
-    if name is not None and name not in estimator_names():
-        raise ValueError(f"{ESTIMATOR_ENV}={name!r}: choose one of {estimator_names()}")
-    return name
 
 
 def compute_advantages_and_returns(self: Any, experiences: list[Any], *, estimator: str) -> list[Any]:

@@ -6,7 +6,7 @@ a reward or an estimator through the real trainer, or train a small model, on CP
 runs ``openrlhf.cli.train_ppo_ray`` in this process with ``CPU_FLAGS`` before the given flags (a flag
 given again wins). ``--gem.estimator NAME`` (this command's own flag) replaces OpenRLHF's estimator by
 the GEM one (launch with ``--algo.advantage.estimator reinforce``). The run is configured by
-``GemOpenRLHFConfig(estimator=NAME, cpu=True)`` (``gem_adapters.openrlhf.hook``), whose
+``GemOpenRLHFConfig(estimator=NAME, cpu=True)`` (``gem_adapters.openrlhf.config``), whose
 ``environment()`` joins, unless already set, that of ``cpu_environment()``: DeepSpeed's CPU
 accelerator (``DS_ACCELERATOR=cpu``, gloo), a private Ray instance whose logical GPUs stand for the
 slots OpenRLHF's actors ask for (``num_gpus``), vLLM's CPU build without core pinning. Through it Ray
@@ -40,7 +40,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gem_adapters.openrlhf.hook import ESTIMATOR_ENV, GemOpenRLHFConfig
+from gem_adapters.openrlhf.config import ESTIMATOR_ENV, GemOpenRLHFConfig
 from gem_adapters.patching import Line, Patch, PatchSet, wrap
 
 WORKER_EXTENSION = f"{__name__}.WorkerWrap"
@@ -382,10 +382,11 @@ def parse_gem_flags(argv: list[str]) -> tuple[GemOpenRLHFConfig, list[str]]:
     )
     parser.add_argument("--gem.estimator", dest="estimator", default=None)
     known, rest = parser.parse_known_args(argv)
-    if known.estimator is None and os.environ.get(ESTIMATOR_ENV):
+    configured = GemOpenRLHFConfig.from_environment().estimator
+    if known.estimator is None and configured is not None:
         raise SystemExit(
             f"{ESTIMATOR_ENV} is set in the environment: name the estimator with --gem.estimator "
-            f"{os.environ[ESTIMATOR_ENV]} (the variable only carries it to Ray's workers)"
+            f"{configured} (the variable only carries it to Ray's workers)"
         )
     return GemOpenRLHFConfig(estimator=known.estimator, cpu=True), rest
 

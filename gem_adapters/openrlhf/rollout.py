@@ -62,13 +62,8 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 from gem_adapters.advantages import state_key_code
 from gem_adapters.chat_renderer import ChatRenderer, shared_renderer
 from gem_adapters.episode import Episode
-from gem_adapters.openrlhf.advantages import (
-    NUM_TURNS,
-    STATE_KEYS,
-    SUCCESS,
-    TURN_REWARDS,
-    configured_estimator,
-)
+from gem_adapters.openrlhf.advantages import NUM_TURNS, STATE_KEYS, SUCCESS, TURN_REWARDS
+from gem_adapters.openrlhf.config import GemOpenRLHFConfig
 from gem_adapters.openrlhf.rows import Task
 from gem_adapters.policies.base import Generation, SamplingParams
 from gem_adapters.rollout import aplay_episode
@@ -236,7 +231,11 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         sample = episode.to_prompt_response()
         rewards = [float(turn.reward) for turn in episode.turns]
         extra_logs = {**extra_logs, NUM_TURNS: episode.num_turns, SUCCESS: float(episode.success)}
-        if self.turn_rewards if self.turn_rewards is not None else configured_estimator() is not None:
+        if (
+            self.turn_rewards
+            if self.turn_rewards is not None
+            else GemOpenRLHFConfig.from_environment().estimator
+        ):
             extra_logs[TURN_REWARDS] = rewards
             extra_logs[STATE_KEYS] = [state_key_code(turn.state_key) for turn in episode.turns]
         output = {

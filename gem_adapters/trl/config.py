@@ -82,17 +82,19 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError("max_turns must be at least 1")
         if self.max_tree_tokens is not None and self.max_tree_tokens < 1:
             raise ValueError("max_tree_tokens must be at least 1 (or None)")
-        from gem_adapters.advantages import get_estimator
+        from gem_adapters.advantages import require_estimator
 
-        try:
-            estimator = get_estimator(self.advantage_estimator)
-        except KeyError as exc:
-            raise ValueError(f"unknown advantage_estimator: {exc.args[0]}") from None
-        if estimator.needs_values != self.trains_critic:
+        trainer = (
+            "GEMPPOTrainer"
+            if self.trains_critic
+            else "GEMGRPOTrainer (a critic: GEMPPOConfig, GEMPPOTrainer)"
+        )
+        estimator = require_estimator(
+            self.advantage_estimator, values=self.trains_critic, state_keys=True, trainer=trainer
+        )
+        if self.trains_critic and not estimator.needs_values:
             raise ValueError(
-                f"{estimator.name!r} needs a critic's values: use GEMPPOConfig with GEMPPOTrainer"
-                if not self.trains_critic
-                else "GEMPPOTrainer's advantages come from its critic's values: advantage_estimator must be a "
+                "GEMPPOTrainer's advantages come from its critic's values: advantage_estimator must be a "
                 f"registered estimator with needs_values=True, one of {value_estimator_names()}, not {estimator.name!r}"
             )
 

@@ -36,6 +36,7 @@ from typing import Any
 from gem_adapters.advantages import get_estimator, state_keys_from_json, state_keys_to_json
 from gem_adapters.patching import Line, Patch, PatchSet, wrap
 
+PREFIX = "gem_"  # verl's name of a shared estimator: algorithm.adv_estimator=gem_<name>
 FIELD = "gem_state_keys"
 TARGET = "verl.trainer.ppo.v1.trainer_base"
 _IN_SCOPE: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("gem_state_keys", default=None)
@@ -62,8 +63,6 @@ def batch_state_keys(rows: int, non_tensor_batch: Any = None) -> list[list[Any]]
 
 def needs_state_keys(adv_estimator: Any) -> bool:
     """Whether verl's ``algorithm.adv_estimator`` names a ``gem_`` estimator that needs state keys."""
-    from gem_adapters.verl.advantages import PREFIX
-
     name = str(getattr(adv_estimator, "value", adv_estimator))
     if not name.startswith(PREFIX):
         return False

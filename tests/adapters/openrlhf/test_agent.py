@@ -17,14 +17,8 @@ from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 import gem_core
 from gem_adapters.advantages import state_key_code
-from gem_adapters.openrlhf.advantages import (
-    ESTIMATOR_ENV,
-    NUM_TURNS,
-    STATE_KEYS,
-    SUCCESS,
-    TURN_REWARDS,
-    mask_runs,
-)
+from gem_adapters.openrlhf.advantages import NUM_TURNS, STATE_KEYS, SUCCESS, TURN_REWARDS, mask_runs
+from gem_adapters.openrlhf.config import ESTIMATOR_ENV
 from gem_adapters.openrlhf.rollout import GemAgentExecutor, GemEnvInstance
 from gem_adapters.openrlhf.rows import Task, task_rows
 from gem_adapters.policies.transformers_policy import TransformersPolicy

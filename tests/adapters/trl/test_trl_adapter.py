@@ -127,7 +127,7 @@ def test_config_picks_fp32_on_cpu_and_checks_the_estimator(tmp_path):
     config = GEMGRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2)
     assert config.bf16 is (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     assert not config.gradient_checkpointing and config.share_prefixes  # the prefix tree runs by default
-    with pytest.raises(ValueError, match="unknown advantage_estimator"):
+    with pytest.raises(ValueError, match="unknown estimator 'ppo'"):
         GEMGRPOConfig(output_dir=str(tmp_path), advantage_estimator="ppo")
 
 
