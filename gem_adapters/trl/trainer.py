@@ -43,7 +43,7 @@ in thousands.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -78,6 +78,24 @@ class WeightsVersionCallback(TrainerCallback):
     ) -> None:
         if model is not None:
             mark_weights_updated(model)
+
+
+class EpisodeBatchCallback(TrainerCallback):
+    """Calls ``on_batch(state, episodes, logs, step_seconds)`` once per logged training step of
+    ``trainer`` (a ``GEMGRPOTrainer``, logging every step): TRL's ``TrainerState``, the step's
+    episodes (``trainer.last_episodes``), the numbers TRL logged for it and the seconds since the
+    previous call returned. How a script records its own row per step and evaluates between steps
+    (``examples/train_trl.py``, ``benchmarks/baselines/train_run.py``)."""
+
+    def __init__(self, trainer: GEMGRPOTrainer, on_batch: Callable[[Any, list[Episode], dict, float], None]):
+        self.trainer, self.on_batch = trainer, on_batch
+        self._last = time.perf_counter()
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if not logs or "env/return" not in logs:
+            return  # TRL's end-of-training summary
+        self.on_batch(state, self.trainer.last_episodes, logs, time.perf_counter() - self._last)
+        self._last = time.perf_counter()  # what on_batch did (an evaluation) is no step's time
 
 
 class StepTimingCallback(TrainerCallback):
