@@ -56,18 +56,18 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is flagge
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import gem_core
-from gem_adapters.advantages import estimator_names, require_estimator
-from gem_adapters.allocator import reuse_freed_memory
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode_stats import episode_stats
+from gem_adapters.algorithms.advantages import estimator_names, require_estimator
+from gem_adapters.algorithms.warmup import GUESS_THE_NUMBER_WORKED_GAME
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode_stats import episode_stats
+from gem_adapters.episodes.jsonl import write_jsonl
 from gem_adapters.evaluation.held_out import play_held_out
-from gem_adapters.jsonl import write_jsonl
-from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
 from gem_adapters.policies.base import SamplingParams
-from gem_adapters.rollout_limits import RolloutLimits
-from gem_adapters.run_log import RunLog
-from gem_adapters.timing import minor_faults
-from gem_adapters.warmup import GUESS_THE_NUMBER_WORKED_GAME
+from gem_adapters.runtime.allocator import reuse_freed_memory
+from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
+from gem_adapters.runtime.rollout_limits import RolloutLimits
+from gem_adapters.runtime.run_log import RunLog
+from gem_adapters.runtime.timing import minor_faults
 
 
 @dataclass

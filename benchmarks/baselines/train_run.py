@@ -6,7 +6,7 @@
    run of every row) played at temperature 1;
 3. ``steps`` RL steps of ``episodes_per_step`` episodes (``num_generations`` per task seed; run seed k
    trains on task seeds from k x ``TASK_SEEDS_PER_RUN``), per-turn advantages of ``estimator``;
-   one curve row per step (``CURVE_COLUMNS``, ``gem_adapters.run_log.RunLog``);
+   one curve row per step (``CURVE_COLUMNS``, ``gem_adapters.runtime.run_log.RunLog``);
 4. ``after``: the same held-out episodes with the trained weights.
 
 The curve goes to ``<out>.csv`` as it is made and the summary (``before``, ``after``, timings,
@@ -30,8 +30,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.baselines.players import PLAYERS, register_tool_envs
 from benchmarks.baselines.rows import FRAMEWORK, Row
-from gem_adapters.episode_stats import episode_stats
-from gem_adapters.run_log import RunLog
+from gem_adapters.episodes.episode_stats import episode_stats
+from gem_adapters.runtime.run_log import RunLog
 
 EVAL_FIRST_SEED = 900_000_000  # held-out episodes: far from every run's training task seeds
 TASK_SEEDS_PER_RUN = 1_000_000
@@ -119,8 +119,8 @@ def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -
 
 def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[str, Any]]:
     """``(model, processing_class, renderer, warm-up info)`` of the row's policy after its warm-up."""
-    from gem_adapters.chat_renderer import ChatRenderer
-    from gem_adapters.models import load_model, load_tokenizer
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
+    from gem_adapters.runtime.models import load_model, load_tokenizer
 
     started = time.perf_counter()
     if row.policy == "small":
@@ -135,7 +135,7 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
         info = {"warmup": f"scripted legal player {row.small_task!r}", "warmup_build_s": build_s}
         return model, tokenizer, ChatRenderer(tokenizer), info | {f"policy_{k}": v for k, v in spec.items()}
     if row.policy == "tiny-llava":
-        from gem_adapters.multimodal import tiny_llava
+        from gem_adapters.policies.multimodal import tiny_llava
 
         model, processor = tiny_llava(load_tokenizer("smollm2"), seed=seed)
         return model, processor, ChatRenderer(processor), {"warmup": "none"}
@@ -157,7 +157,7 @@ def evaluate(model, processing_class, renderer, row: Row, episodes: int) -> dict
     """``episode_stats`` of ``episodes`` held-out episodes at temperature 1 (a fixed sampling seed)."""
     from gem_adapters.evaluation.held_out import play_held_out
     from gem_adapters.policies.base import SamplingParams
-    from gem_adapters.rollout_limits import RolloutLimits
+    from gem_adapters.runtime.rollout_limits import RolloutLimits
 
     started = time.perf_counter()
     played = play_held_out(

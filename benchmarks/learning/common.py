@@ -21,7 +21,7 @@ untried code of distinct symbols), ``minesweeper`` (reveal a hidden cell), ``wor
 answer-list word), ``hanoi`` (a legal move), ``sudoku`` (a digit no row, column or box rules out),
 ``fifteen`` and ``sokoban`` (a direction that moves), ``tictactoe`` (a free cell).
 
-Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.models.cache_dir``);
+Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.runtime.models.cache_dir``);
 nothing is downloaded.
 """
 
@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import gem_core
-from gem_adapters import warmup
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
-from gem_adapters.models import cache_dir, tiny_llama_config
-from gem_adapters.tasks import Task, make_tasks
+from gem_adapters.algorithms import warmup
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.tasks import Task, make_tasks
+from gem_adapters.runtime.models import cache_dir, tiny_llama_config
 from gem_core.envs.games.guess_the_number import GuessTheNumberEnv
 from gem_core.parsing import extract_boxed
 
@@ -55,7 +55,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 @dataclass(frozen=True)
 class LearningTask:
     """What a learning run plays and how its policy is warmed up: the env, the warm-up player and the
-    new tokens per turn. A run's episodes are ``gem_adapters.tasks.Task`` s of the env (``tasks``)."""
+    new tokens per turn. A run's episodes are ``gem_adapters.episodes.tasks.Task`` s of the env (``tasks``)."""
 
     env_id: str
     warmup_action: Callable[[Any, random.Random], str]  # (env, rng) -> the warm-up player's reply
@@ -211,7 +211,7 @@ class PolicySpec:
 
 
 def scripted_games(task: LearningTask, num: int, seed: int) -> Iterator[tuple[int, list[warmup.Move]]]:
-    """``num`` games of the task's warm-up player (``gem_adapters.warmup.scripted_games``): game ``i`` on
+    """``num`` games of the task's warm-up player (``gem_adapters.algorithms.warmup.scripted_games``): game ``i`` on
     env seed ``seed * 1_000_003 + i``, the player's random numbers from ``random.Random(seed)``."""
     rng = random.Random(seed)
     seeds = [seed * 1_000_003 + i for i in range(num)]

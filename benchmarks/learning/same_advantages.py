@@ -35,7 +35,7 @@ OUT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "learning
 
 
 def trl_trainer(run: VerlRunConfig, folder: Path, workdir: Path):
-    from gem_adapters.models import load_model, load_tokenizer
+    from gem_adapters.runtime.models import load_model, load_tokenizer
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
 
     config = GEMGRPOConfig(
@@ -55,7 +55,7 @@ def trl_trainer(run: VerlRunConfig, folder: Path, workdir: Path):
 
 
 def compare(run: VerlRunConfig) -> list[str]:
-    from gem_adapters.advantages import mask_runs, turn_values_on_tokens
+    from gem_adapters.algorithms.advantages import mask_runs, turn_values_on_tokens
     from gem_adapters.trl import episode_to_sample
 
     folder = warmed_up_policy(run.policy_spec())

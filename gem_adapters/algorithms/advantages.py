@@ -333,7 +333,7 @@ class TurnBatch:
         if self.state is None:
             raise ValueError(
                 f"the {name!r} estimator needs state_keys (each turn's env state key, Turn.state_key, "
-                "recorded by gem_adapters.rollout); this trainer's advantage hook does not receive them"
+                "recorded by gem_adapters.runtime.rollout); this trainer's advantage hook does not receive them"
             )
         return self.state
 
@@ -548,7 +548,7 @@ def compute_advantages(
 
 
 def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -> list[np.ndarray]:
-    """Per-turn advantages of ``gem_adapters.episode.Episode`` objects; GRPO groups default to
+    """Per-turn advantages of ``gem_adapters.episodes.episode.Episode`` objects; GRPO groups default to
     ``episode.group_id`` (episodes of the same env id and seed share a group), state keys to each
     turn's ``state_key`` and rewards to each turn's ``reward`` (``turn_rewards=`` replaces them: one
     list of floats or None per episode)."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
 from gem_adapters.policies.base import SamplingParams
-from gem_adapters.rollout import rollout
-from gem_adapters.rollout_limits import RolloutLimits
+from gem_adapters.runtime.rollout import rollout
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 
 
 def play_held_out(
@@ -35,7 +35,7 @@ def play_held_out(
     is a multimodal processor, else a ``TransformersPolicy`` (``cache``: its key/value cache mode),
     whose caches are freed afterwards."""
     if hasattr(processing_class, "image_processor"):
-        from gem_adapters.multimodal import VisionLanguagePolicy
+        from gem_adapters.policies.multimodal import VisionLanguagePolicy
 
         policy: Any = VisionLanguagePolicy(model, processing_class, seed=seed)
     else:

@@ -18,7 +18,7 @@ Where the turns come from:
   initial state; the ``--rollout.n_samples_per_prompt`` samples of a row form one group.
 * **state keys** (GiGPO, and any estimator registered with ``needs_state_keys``): the executor puts
   each turn's env state key before its action (``Turn.state_key``) in ``extra_logs["gem_state_keys"]``
-  as an integer code (``gem_adapters.advantages.state_key_code``: -1 for no key, else 63 bits of a
+  as an integer code (``gem_adapters.algorithms.advantages.state_key_code``: -1 for no key, else 63 bits of a
   BLAKE2b digest of the key's JSON), because OpenRLHF turns every ``extra_logs`` entry into a tensor;
   equal keys have equal codes in every engine actor, and the codes group turns as the keys would.
 
@@ -28,7 +28,7 @@ off), and a change OpenRLHF's length penalties (``--reward.overlong_buffer_len``
 ``--reward.stop_properly_penalty_coef``) make to the sample's reward is added to its last turn (note
 that the overlong penalty measures a multi-turn sample from its first to its last action token,
 env ids included, against ``--rollout.max_new_tokens``, which the executor applies per turn). Then
-``gem_adapters.advantages.token_advantages`` (the function every adapter calls) runs the estimator
+``gem_adapters.algorithms.advantages.token_advantages`` (the function every adapter calls) runs the estimator
 once over every turn of the rollout batch, with ``gamma`` = ``--algo.advantage.gamma`` applied per
 turn, and puts each turn's advantage on its action tokens; ``returns`` holds the per-turn discounted
 returns the same way, and ``info["return"]`` the episode's return. This module only decodes
@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from gem_adapters.advantages import as_numpy, get_estimator, mask_runs, token_advantages
+from gem_adapters.algorithms.advantages import as_numpy, get_estimator, mask_runs, token_advantages
 from gem_adapters.openrlhf.config import ESTIMATOR_ENV
 
 TURN_REWARDS = "gem_turn_rewards"

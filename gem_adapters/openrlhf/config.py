@@ -36,8 +36,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gem_adapters.advantages import estimator_names as shared_estimator_names
-from gem_adapters.advantages import require_estimator
+from gem_adapters.algorithms.advantages import estimator_names as shared_estimator_names
+from gem_adapters.algorithms.advantages import require_estimator
 
 ESTIMATOR_ENV = "GEM_OPENRLHF_ESTIMATOR"  # the GEM estimator that replaces OpenRLHF's
 CPU_ENV = "GEM_OPENRLHF_CPU"  # "1": also patch OpenRLHF for CPU in every worker (gem_adapters.openrlhf.cpu)

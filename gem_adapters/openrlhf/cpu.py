@@ -18,7 +18,7 @@ processes that vLLM spawns (not Ray workers): the patched engine actors name thi
 ``scripts/install.sh``; ``scripts/openrlhf_cpu_smoke.sh`` runs 2 steps with the GEM agent and ReBN.
 
 ``PATCHES`` replace OpenRLHF's hard-coded CUDA calls, each pinned to the OpenRLHF 0.11.2 lines it
-replaces (``gem_adapters.patching``; ``tests/adapters/openrlhf/test_cpu.py`` reads those lines from the
+replaces (``gem_adapters.runtime.patching``; ``tests/adapters/openrlhf/test_cpu.py`` reads those lines from the
 installed OpenRLHF and fails when one changes). Nothing of OpenRLHF, DeepSpeed or vLLM is mocked: their
 code runs on CPU. What the patches do not cover stays GPU-only: CUDA-IPC and NCCL weight sync,
 flash-attention, packing/ring attention, sleep mode, several GPUs. OpenRLHF trains in bf16 (its
@@ -41,7 +41,7 @@ from types import ModuleType
 from typing import Any
 
 from gem_adapters.openrlhf.config import ESTIMATOR_ENV, GemOpenRLHFConfig
-from gem_adapters.patching import Line, Patch, PatchSet, wrap
+from gem_adapters.runtime.patching import Line, Patch, PatchSet, wrap
 
 WORKER_EXTENSION = f"{__name__}.WorkerWrap"
 OPENRLHF_WORKER_EXTENSION = "openrlhf.trainer.ray.vllm_worker_wrap.WorkerWrap"
@@ -221,10 +221,10 @@ def _gloo_weight_sync(module: ModuleType) -> None:
 def update_weight(self: Any, name: str, dtype: Any, shape: Any, empty_cache: bool = False) -> None:
     """``WorkerWrap.update_weight`` on CPU: receive the broadcast weight on the CPU and keep it; with the
     last parameter of the sync (``empty_cache=True``, ``ppo_actor.py:427``) load them all through vLLM's
-    ``reload_weights`` (``gem_adapters.vllm_weights``) and print one line with the count and time."""
+    ``reload_weights`` (``gem_adapters.runtime.vllm_weights``) and print one line with the count and time."""
     import torch
 
-    from gem_adapters.vllm_weights import reload_weights
+    from gem_adapters.runtime.vllm_weights import reload_weights
 
     if dtype != self.model_config.dtype:
         raise ValueError(

@@ -20,7 +20,7 @@ from typing import Any
 
 from gem_adapters.openrlhf.advantages import compute_advantages_and_returns
 from gem_adapters.openrlhf.config import CPU_ENV, ESTIMATOR_ENV, GemOpenRLHFConfig
-from gem_adapters.patching import Line, Patch, PatchSet
+from gem_adapters.runtime.patching import Line, Patch, PatchSet
 
 TARGET = "openrlhf.trainer.ppo_utils.experience_maker"
 SETUP_HOOK = f"{__name__}.setup_worker"

@@ -1,14 +1,14 @@
 """TRL glue: GEM episodes inside TRL's ``GRPOTrainer``.
 
 ``GEMGRPOConfig`` (a ``GRPOConfig`` with the episode and advantage settings), ``GEMGRPOTrainer``
-(per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens: ``trainer``),
+(per-turn advantages from ``gem_adapters.algorithms.advantages`` on each turn's tokens: ``trainer``),
 ``task_rows`` / ``tasks_dataset`` / ``prompt_task`` (``rows``: what the trainer's dataset holds, each
-``gem_adapters.tasks.Task`` whole as JSON), ``make_rollout_func`` (``rollout``: the ``rollout_func``
+``gem_adapters.episodes.tasks.Task`` whole as JSON), ``make_rollout_func`` (``rollout``: the ``rollout_func``
 that plays the episodes) and
 ``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``), ``EpisodeBatchCallback`` (a script's own row
 per training step), and ``GEMSFTTrainer`` / ``sft_warm_up`` (a
 supervised warm-up on episodes a scripted player plays). Both trainers compute each distinct prefix of a micro-batch
-once in the learner (``gem_adapters.prefix_tree``).
+once in the learner (``gem_adapters.algorithms.prefix_tree``).
 
 Vision-language models train the same way: pass the model's processor as ``processing_class`` and
 ``tasks_dataset`` of an image env (e.g. ``math:GeometryFigures-v0-easy``), whose rows then carry the

@@ -27,7 +27,7 @@ class GEMGRPOConfig(GRPOConfig):
     advantage_estimator: str = field(
         default="rebn",
         metadata={
-            "help": "A name from gem_adapters.advantages.ESTIMATORS: 'rebn' (return batch normalisation, per turn), "
+            "help": "A name from gem_adapters.algorithms.advantages.ESTIMATORS: 'rebn' (return batch normalisation, per turn), "
             "'grpo', 'dr_grpo', 'rloo' (per episode, over its group), 'reinforce'."
         },
     )
@@ -56,7 +56,7 @@ class GEMGRPOConfig(GRPOConfig):
         default=True,
         metadata={
             "help": "Compute each distinct prefix of a micro-batch's episodes once in the learner's forward "
-            "(gem_adapters.prefix_tree; TRL's padded forward where the model does not allow it)."
+            "(gem_adapters.algorithms.prefix_tree; TRL's padded forward where the model does not allow it)."
         },
     )
 
@@ -82,7 +82,7 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError("max_turns must be at least 1")
         if self.max_tree_tokens is not None and self.max_tree_tokens < 1:
             raise ValueError("max_tree_tokens must be at least 1 (or None)")
-        from gem_adapters.advantages import require_estimator
+        from gem_adapters.algorithms.advantages import require_estimator
 
         trainer = (
             "GEMPPOTrainer"
@@ -104,7 +104,7 @@ class GEMGRPOConfig(GRPOConfig):
 def value_estimator_names() -> list[str]:
     """The registered estimators that read a critic's values (``needs_values``): what ``GEMPPOConfig``
     accepts (``"gae"`` and any a plugin registers)."""
-    from gem_adapters.advantages import estimator_names, get_estimator
+    from gem_adapters.algorithms.advantages import estimator_names, get_estimator
 
     return [name for name in estimator_names(values=True) if get_estimator(name).needs_values]
 

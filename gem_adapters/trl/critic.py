@@ -38,8 +38,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from gem_adapters.advantages import advantages_for_episodes
-from gem_adapters.episode import Episode
+from gem_adapters.algorithms.advantages import advantages_for_episodes
+from gem_adapters.episodes.episode import Episode
 from gem_adapters.trl.config import GEMPPOConfig
 from gem_adapters.trl.trainer import GEMGRPOTrainer
 

@@ -25,7 +25,7 @@ when the last action was cut off by ``max_turn_tokens``.
 Generation: with ``use_vllm`` the trainer's vLLM backend (``VLLMPolicy``, colocate or server mode,
 text only); otherwise the trainer's own (unwrapped) model: a ``TransformersPolicy``, all active
 episodes batched per turn by the shared rollout driver, or, when ``processing_class`` is a
-multimodal processor, a ``VisionLanguagePolicy`` (``gem_adapters.multimodal``).
+multimodal processor, a ``VisionLanguagePolicy`` (``gem_adapters.policies.multimodal``).
 
 Vision-language models (e.g. ``math:GeometryFigures-v0``): TRL builds the image tensors of its
 forward pass from the dataset row's ``images`` column, not from the rollout. ``tasks_dataset``
@@ -50,12 +50,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.tasks import Task
 from gem_adapters.policies.base import Policy, SamplingParams
-from gem_adapters.rollout import rollout
-from gem_adapters.rollout_limits import RolloutLimits
-from gem_adapters.tasks import Task
+from gem_adapters.runtime.rollout import rollout
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 from gem_adapters.trl.rows import prompt_task
 
 RolloutFunc = Callable[[list[Any], Any], dict[str, Any]]
@@ -239,7 +239,7 @@ def _num_images(prompt: Any) -> int:
 
 def _check_images(prompt: Any, episode: Episode) -> None:
     """TRL's forward pass sees the images of the episode's dataset row, not the episode's own."""
-    from gem_adapters.multimodal import images_only_in_first_prompt
+    from gem_adapters.policies.multimodal import images_only_in_first_prompt
 
     where = f"episode of {episode.env_id} (seed {episode.seed})"
     if not images_only_in_first_prompt(episode):
@@ -281,7 +281,7 @@ class _policy_for:
         )
         model = self._context.__enter__()
         if hasattr(trainer.processing_class, "image_processor"):
-            from gem_adapters.multimodal import VisionLanguagePolicy
+            from gem_adapters.policies.multimodal import VisionLanguagePolicy
 
             return VisionLanguagePolicy(model, trainer.processing_class, seed=self.seed)
         return TransformersPolicy(model, trainer.processing_class, seed=self.seed)

@@ -12,7 +12,7 @@ Two changes to ``GRPOTrainer``, both through the hooks TRL offers:
   group-relative advantage, for comparison.
 
 One reward, one path: the env's per-turn rewards (``Turn.reward``) -> ``turn_advantages`` (the one
-hook a subclass overrides: ``GEMPPOTrainer``) -> ``gem_adapters.advantages.turn_values_on_tokens``
+hook a subclass overrides: ``GEMPPOTrainer``) -> ``gem_adapters.algorithms.advantages.turn_values_on_tokens``
 on the turn spans the rollout carried in each row (computed once per episode, in
 ``gem_adapters.trl.rollout``). The estimator sees the whole generation batch: with several
 processes, per-turn rewards, group ids and state keys are gathered first (a GRPO group may span
@@ -22,17 +22,17 @@ TRL's ``reward_funcs`` are not an input: the one reward function is ``episode_re
 it as ``reward``: the undiscounted return of the rewards training used). A ``reward_funcs``
 argument is refused with a message rather than called, logged and ignored.
 
-Each generation logs, besides TRL's metrics, every ``gem_adapters.episode_stats`` number of its
+Each generation logs, besides TRL's metrics, every ``gem_adapters.episodes.episode_stats`` number of its
 episodes as ``env/<name>`` (``env/return``, ``env/success_rate``, ``env/turns``,
 ``env/format_error_rate``, ``env/invalid_move_rate``, ``env/generated_tokens``, ...), plus
 ``env/rollout_seconds`` and ``env/tokens_per_second``. ``last_episodes`` holds the episodes of the
-latest generation batch (e.g. to record them with ``gem_adapters.jsonl.write_jsonl``) and
+latest generation batch (e.g. to record them with ``gem_adapters.episodes.jsonl.write_jsonl``) and
 ``last_advantages`` the (B, T) tensor it trained on.
 
 After every optimizer step the trainer calls ``mark_weights_updated(model)``, so a generation
 engine never reuses key/value caches of the previous weights (``TransformersPolicy(cache="kv")``).
 
-Where a step's time goes is logged with it (``gem_adapters.timing.PhaseClock``), in seconds:
+Where a step's time goes is logged with it (``gem_adapters.runtime.timing.PhaseClock``), in seconds:
 ``timing/rollout_s`` (playing the episodes), ``timing/scoring_s`` (the rest of TRL's generation batch:
 rewards, any extra logprob passes, advantages), ``timing/forward_s`` (the loss's forward passes),
 ``timing/backward_s``, ``timing/optimizer_s``, and ``timing/step_s`` (all of it, from the first
@@ -52,13 +52,13 @@ from accelerate.utils import gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from gem_adapters import prefix_tree
-from gem_adapters.advantages import compute_advantages, turn_values_on_tokens
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
-from gem_adapters.episode_stats import episode_stats
+from gem_adapters.algorithms import prefix_tree
+from gem_adapters.algorithms.advantages import compute_advantages, turn_values_on_tokens
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.episode_stats import episode_stats
 from gem_adapters.policies.base import mark_weights_updated
-from gem_adapters.timing import PhaseClock, minor_faults
+from gem_adapters.runtime.timing import PhaseClock, minor_faults
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.rollout import make_rollout_func
 from gem_adapters.trl.vllm_sync import use_reload_weights_sync
@@ -223,7 +223,7 @@ class GEMGRPOTrainer(GRPOTrainer):
         **multimodal: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """TRL's log probabilities of the completion tokens (and entropies), from one forward over the
-        batch's prefix tree (``gem_adapters.prefix_tree``) where the model allows it; otherwise TRL's own
+        batch's prefix tree (``gem_adapters.algorithms.prefix_tree``) where the model allows it; otherwise TRL's own
         padded forward."""
         why_not = self._why_not_shared(model, compute_aux_loss, multimodal, attention_mask)
         if why_not is not None:

@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gem_adapters.advantages import (
+from gem_adapters.algorithms.advantages import (
     ESTIMATORS,
     compute_advantages,
     compute_advantages_flat,
@@ -160,7 +160,7 @@ def test_gigpo_no_std_and_omega_by_hand():
     # omega weighs the step level: a registration of functools.partial(gigpo_no_std, omega=...)
     import functools
 
-    from gem_adapters.advantages import gigpo_no_std
+    from gem_adapters.algorithms.advantages import gigpo_no_std
 
     register_estimator("test_gigpo_half", needs_groups=True, needs_state_keys=True)(
         functools.partial(gigpo_no_std, omega=0.5)
@@ -553,7 +553,7 @@ def test_state_keys_cross_processes_as_json_and_as_codes():
         [
             sys.executable,
             "-c",
-            f"from gem_adapters.advantages import state_key_code as c; print(c({keys[0]!r}))",
+            f"from gem_adapters.algorithms.advantages import state_key_code as c; print(c({keys[0]!r}))",
         ],
         capture_output=True,
         text=True,

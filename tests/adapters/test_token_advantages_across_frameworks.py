@@ -3,7 +3,7 @@ advantages: each adapter encodes the episodes in its framework's transport (TRL'
 ``token_level_rewards`` rows with the ``index`` uids and the agent loop's ``gem_state_keys`` field,
 OpenRLHF's ``Experience`` built by OpenRLHF's own code from the agent executor's output, state keys as
 codes in its info), and its hook decodes them and calls
-``gem_adapters.advantages.token_advantages`` / ``turn_values_on_tokens``. GiGPO included: each turn's
+``gem_adapters.algorithms.advantages.token_advantages`` / ``turn_values_on_tokens``. GiGPO included: each turn's
 state key travels with its sample (``tests/adapters/verl/test_state_keys.py`` runs verl's half through
 TransferQueue and the v1 trainer's advantage step)."""
 
@@ -24,14 +24,14 @@ from omegaconf import OmegaConf
 from openrlhf.trainer.ppo_utils.experience import Experience
 from verl.trainer.ppo import core_algos
 
-from gem_adapters.advantages import compute_advantages, turn_values_on_tokens
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import rescore
+from gem_adapters.algorithms.advantages import compute_advantages, turn_values_on_tokens
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import rescore
+from gem_adapters.episodes.tasks import make_tasks
 from gem_adapters.openrlhf.advantages import gem_advantages_and_returns
 from gem_adapters.openrlhf.rollout import GemAgentExecutor
 from gem_adapters.policies.transformers_policy import TransformersPolicy
-from gem_adapters.rollout import rollout
-from gem_adapters.tasks import make_tasks
+from gem_adapters.runtime.rollout import rollout
 from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer
 from gem_adapters.trl.rollout import rollout_output
 from gem_adapters.verl.advantages import register_estimators

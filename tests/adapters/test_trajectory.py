@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
-from gem_adapters.episode_builder import EpisodeBuilder
-from gem_adapters.jsonl import read_jsonl, write_jsonl
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.episode_builder import EpisodeBuilder
+from gem_adapters.episodes.jsonl import read_jsonl, write_jsonl
 from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE, TRIMMING_TEMPLATE
 
 IM_END = 2  # <|im_end|> in the SmolLM2 vocabulary
@@ -424,7 +424,7 @@ def test_builder_misuse_is_an_error(tokenizer):
 def test_shared_renderer_is_one_per_tokenizer_content_and_settings(tokenizer):
     import copy
 
-    from gem_adapters.chat_renderer import shared_renderer
+    from gem_adapters.episodes.chat_renderer import shared_renderer
 
     first = shared_renderer(tokenizer, "sys", {"enable_thinking": False})
     # OpenRLHF sends a fresh copy of the tokenizer with every request: same content, same renderer.

@@ -16,7 +16,7 @@ pytest.importorskip("openrlhf")
 import torch
 
 from gem_adapters.openrlhf import cpu
-from gem_adapters.patching import source_root
+from gem_adapters.runtime.patching import source_root
 
 LINES = cpu.PATCHES.lines()
 

@@ -18,11 +18,11 @@ import pytest
 
 pytest.importorskip("openrlhf.utils.agent")
 
-from gem_adapters import patching
 from gem_adapters.openrlhf import config as openrlhf_config
 from gem_adapters.openrlhf import hook
 from gem_adapters.openrlhf.advantages import compute_advantages_and_returns
 from gem_adapters.openrlhf.config import ESTIMATOR_ENV
+from gem_adapters.runtime import patching
 
 
 def test_runtime_env_hook_adds_the_setup_hook_and_the_estimator(monkeypatch):
@@ -169,7 +169,7 @@ def test_ray_workers_of_an_openrlhf_style_launch_get_the_hook():
         class Worker:
             def report(self):
                 from gem_adapters.openrlhf import hook
-                from gem_adapters import patching
+                from gem_adapters.runtime import patching
                 pending = [hook.TARGET] if patching.pending(hook.TARGET) else []
                 return {{"estimator": os.environ.get({ESTIMATOR_ENV!r}),
                          "tokenizers": os.environ.get("TOKENIZERS_PARALLELISM"),

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from gem_adapters.jsonl import read_jsonl
+from gem_adapters.episodes.jsonl import read_jsonl
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_trl.py"
 
@@ -152,7 +152,7 @@ def run_as_script(*argv: str) -> subprocess.CompletedProcess:
 
 
 def test_help_and_bad_settings_come_before_torch_and_trl_load(example):
-    from gem_adapters.advantages import estimator_names
+    from gem_adapters.algorithms.advantages import estimator_names
 
     helped = run_as_script("--help")
     assert helped.stdout.strip().splitlines()[-1] == "0 []", helped.stderr[-2000:]

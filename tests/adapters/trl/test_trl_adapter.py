@@ -16,7 +16,7 @@ import torch
 pytest.importorskip("trl")
 
 import gem_core
-from gem_adapters.advantages import compute_advantages
+from gem_adapters.algorithms.advantages import compute_advantages
 from gem_adapters.trl import (
     GEMGRPOConfig,
     GEMGRPOTrainer,
@@ -77,7 +77,7 @@ def make_trainer(
     tokenizer, tmp_path, env_id=TEST_ENV, seed=0, config_class=GEMGRPOConfig, trainer_class=None, **overrides
 ):
     """A trainer (default ``ProbeTrainer``) of a tiny random Llama on ``env_id``: one small step."""
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     settings = dict(
         output_dir=str(tmp_path),
@@ -246,7 +246,7 @@ def test_episode_samples_and_logged_metrics(rebn_run):
 
 def test_reward_funcs_are_refused_with_where_the_rewards_come_from(rebn_run, tokenizer):
     """A GRPOTrainer script's reward function would be called and logged but not trained on: refused."""
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     def my_reward(completions, **kwargs):
         return [12.23] * len(completions)
