@@ -11,10 +11,11 @@ Results, wall time and the ablation behind each default: benchmarks/results/trai
 The command line is TRL's: ``ScriptArguments`` below (the task, the model, the warm-up, the evaluation) and
 every field of ``GEMGRPOConfig`` (TRL's ``GRPOConfig`` plus the episode and advantage settings), with the
 defaults of ``GRPO_DEFAULTS``; ``--config file.yaml`` as in TRL's scripts. ``--help`` lists this script's
-flags and settings at once; ``--help_all`` every field of ``GEMGRPOConfig`` (it loads TRL and torch). One TRL sample is one whole
-episode: ``--per_device_train_batch_size`` episodes go through one forward pass (here the whole step's
-batch, whose shared prefixes the learner computes once), ``--gradient_accumulation_steps`` such passes
-make a step, ``--num_generations`` episodes share a task seed (a GRPO group). ``--report_to tensorboard``
+flags and settings at once; ``--help_all`` every field of ``GEMGRPOConfig`` (it loads TRL and torch).
+One TRL sample is one whole episode: ``--per_device_train_batch_size`` episodes go through one forward
+pass (here the whole step's batch, whose shared prefixes the learner computes once),
+``--gradient_accumulation_steps`` such passes make a step, ``--num_generations`` episodes share a task
+seed (a GRPO group). ``--report_to tensorboard``
 (or ``wandb``, with ``WANDB_MODE=offline`` for no account) receives the same rows as ``metrics.csv``.
 
 vLLM generation on CPU: TRL's engine colocated in the training process, with vLLM's CPU build in an

@@ -98,7 +98,8 @@ ENTRY_POINT_GROUP = "gem_adapters.estimators"
 class Estimator:
     """A registered estimator: ``fn(batch: TurnBatch, *, gamma, lam, eps, reduce_fn) -> per-turn float64
     array`` and what it needs besides rewards. Adapters check a name against what their trainer can
-    feed with ``require_estimator`` (and list the usable ones with ``estimator_names``): ``needs_values`` (a critic's per-turn values), ``needs_groups`` (group ids of
+    feed with ``require_estimator`` (and list the usable ones with ``estimator_names``):
+    ``needs_values`` (a critic's per-turn values), ``needs_groups`` (group ids of
     episodes that share an initial state), ``needs_state_keys`` (each turn's env state key)."""
 
     name: str
