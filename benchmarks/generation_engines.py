@@ -88,11 +88,11 @@ def vllm_policy(model_dir: str):
 def worker(engine: str, repeats: int) -> dict:
     import torch
 
-    from gem_adapters.chat_renderer import ChatRenderer
-    from gem_adapters.models import load_model, load_tokenizer, resolve
+    from gem_adapters.algorithms.warmup import GUESS_THE_NUMBER_WORKED_GAME
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
     from gem_adapters.policies import SamplingParams, TransformersPolicy
-    from gem_adapters.rollout import rollout
-    from gem_adapters.warmup import GUESS_THE_NUMBER_WORKED_GAME
+    from gem_adapters.runtime.models import load_model, load_tokenizer, resolve
+    from gem_adapters.runtime.rollout import rollout
 
     tokenizer = load_tokenizer("smollm2")
     started = time.perf_counter()

@@ -52,7 +52,7 @@ def demonstration() -> list[dict[str, str]]:
 
 
 def load(model_name: str):
-    from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
+    from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
 
     tokenizer = load_tokenizer("smollm2")
     model = tiny_causal_lm(tokenizer) if model_name == "tiny" else load_model(model_name)
@@ -74,9 +74,9 @@ def count_forward_ids(model) -> list[int]:
 def run_rollout(opts: dict) -> dict:
     import torch
 
-    from gem_adapters.chat_renderer import ChatRenderer
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
     from gem_adapters.policies import SamplingParams, TransformersPolicy
-    from gem_adapters.rollout import rollout
+    from gem_adapters.runtime.rollout import rollout
 
     if opts["threads"]:
         torch.set_num_threads(opts["threads"])

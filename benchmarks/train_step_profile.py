@@ -83,7 +83,7 @@ def spread(values: list[float], digits: int = 1) -> str:
 
 def backbone_parameters(model_name: str) -> tuple[int, int]:
     """(parameters outside the embedding and head, hidden size x vocabulary) of the run's model."""
-    from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
+    from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
 
     model = tiny_causal_lm(load_tokenizer("smollm2")) if model_name == "tiny" else load_model(model_name)
     embedding = model.get_input_embeddings().weight.numel()

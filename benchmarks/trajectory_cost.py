@@ -16,9 +16,9 @@ import argparse
 import platform
 import time
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode_builder import EpisodeBuilder
-from gem_adapters.models import load_tokenizer
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode_builder import EpisodeBuilder
+from gem_adapters.runtime.models import load_tokenizer
 
 FIRST = (
     "You are playing Guess The Number. I am thinking of an integer between 1 and 1000 (inclusive). Guess it "

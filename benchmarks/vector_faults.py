@@ -31,7 +31,7 @@ just over the step timeout, so that they count as overruns) instead of ``--hang-
 Columns: episodes ended, failed (%), own (%), collateral (%), expected (%), crashes and the healthy
 episodes they took with them ("lost to"), the slowest batch step and the median one in seconds, and
 how many batch steps took longer than the step timeout + 1.5 s. A batch step in which a worker crashed
-runs the calls that were in flight again (``gem_core.vector.remote``), so it may take longer.
+runs the calls that were in flight again (``gem_core.vector.worker_pool``), so it may take longer.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def build(args: argparse.Namespace, backend: str) -> VectorEnv:
 
 def worker_of(args: argparse.Namespace, backend: str, i: int) -> int:
     """The worker hosting env ``i``: the remote backends give worker ``w`` the envs
-    ``w * n // W`` to ``(w + 1) * n // W - 1`` (``gem_core.vector.remote``)."""
+    ``w * n // W`` to ``(w + 1) * n // W - 1`` (``gem_core.vector.worker_pool``)."""
     if backend not in REMOTE:
         return 0
     return next(w for w in range(args.num_workers) if i < (w + 1) * args.num_envs // args.num_workers)

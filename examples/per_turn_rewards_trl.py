@@ -27,9 +27,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from transformers import HfArgumentParser
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode, rescore
-from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode, rescore
+from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
 from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, make_rollout_func, tasks_dataset
 
 
@@ -40,7 +40,7 @@ class Args:
     )
     env_id: str = "game:GuessTheNumber-v1-easy"
     advantage_estimator: str = field(
-        default="rebn", metadata={"help": "any estimator of gem_adapters.advantages"}
+        default="rebn", metadata={"help": "any estimator of gem_adapters.algorithms.advantages"}
     )
     steps: int = 10
     episodes_per_step: int = 8

@@ -13,7 +13,7 @@ to them by writing each turn's reward on the last id of that turn's action in th
 
 builds two such samples (their rows as an agent loop returns them: actions, then the env's answer
 between them with mask 0) and runs the estimator as verl's trainer calls it, through verl's own
-estimator registry; the advantages equal ``gem_adapters.advantages`` on the turn rewards.
+estimator registry; the advantages equal ``gem_adapters.algorithms.advantages`` on the turn rewards.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from gem_adapters.advantages import compute_advantages, turn_rewards_array
+from gem_adapters.algorithms.advantages import compute_advantages, turn_rewards_array
 from gem_adapters.verl.advantages import register_estimators
 from gem_adapters.verl.token_rewards import rewards_on_tokens
 

@@ -8,9 +8,9 @@ What it does, top to bottom:
      (``--train.agent_func_path gem_adapters/openrlhf/agent_func.py``), no reference model and no
      critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
   3. replaces OpenRLHF's estimator with GEM's per-turn one (``--advantage_estimator rebn`` by default: a
-     name of ``gem_adapters.advantages``' registry, as in every example): the launch configures it with
+     name of ``gem_adapters.algorithms.advantages``' registry, as in every example): the launch configures it with
      ``GemOpenRLHFConfig(estimator=...)`` (``launch_env``), whose environment carries it to the
-     trainer's Ray workers (see ``gem_adapters/openrlhf/hook.py``). ``--advantage_estimator openrlhf``
+     trainer's Ray workers (see ``gem_adapters/openrlhf/config.py``). ``--advantage_estimator openrlhf``
      keeps OpenRLHF's own ``reinforce`` on the summed episode reward, discounted per token (see
      ``gem_adapters/openrlhf/advantages.py`` for exactly how it differs).
 
@@ -113,8 +113,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
 
 def write_inputs(args: Args) -> dict[str, Path]:
     """The train/eval prompt JSONL files under ``output_dir``."""
+    from gem_adapters.episodes.tasks import make_tasks
     from gem_adapters.openrlhf.rows import task_rows, write_prompts
-    from gem_adapters.tasks import make_tasks
 
     out = Path(args.output_dir).resolve()
     common = {"system_prompt": args.system_prompt, "max_turns": args.max_turns}
@@ -185,7 +185,7 @@ def launch_env(args: Args) -> dict[str, str]:
     """The environment of the launch: the run's ``GemOpenRLHFConfig`` (the GEM estimator, carried to
     OpenRLHF's Ray workers by ``gem_adapters.openrlhf.hook``), this checkout on PYTHONPATH (Ray workers
     import gem_adapters from it if the package is not installed)."""
-    from gem_adapters.openrlhf.hook import GemOpenRLHFConfig, launch_environment
+    from gem_adapters.openrlhf.config import GemOpenRLHFConfig, launch_environment
 
     estimator = None if args.advantage_estimator == "openrlhf" else args.advantage_estimator
     env = launch_environment(GemOpenRLHFConfig(estimator=estimator))
@@ -194,8 +194,8 @@ def launch_env(args: Args) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gem_adapters.models import resolve
-    from gem_adapters.openrlhf.advantages import estimator_names
+    from gem_adapters.openrlhf.config import estimator_names
+    from gem_adapters.runtime.models import resolve
 
     args, extra = parse_args(argv)
     if args.advantage_estimator not in [*estimator_names(), "openrlhf"]:

@@ -24,7 +24,7 @@ without launching (no GPU, no ROLL needed)::
 
 ROLL computes advantages with its own estimators (a hard-coded chain in
 ``roll/pipeline/agentic/utils.py``, no registry to plug into), so ``--advantage_estimator`` takes the
-two names whose ROLL configuration matches ``gem_adapters.advantages``' estimator of the same name
+two names whose ROLL configuration matches ``gem_adapters.algorithms.advantages``' estimator of the same name
 (``docs/custom-estimators.md`` has the table); a custom estimator does not reach ROLL.
 """
 
@@ -169,7 +169,7 @@ def launch_command(config: Path, roll_dir: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gem_adapters.models import resolve
+    from gem_adapters.runtime.models import resolve
 
     args = parse_args(argv)
     model_path = resolve(args.model) if args.model == "smollm2" else args.model

@@ -10,10 +10,12 @@ Results, wall time and the ablation behind each default: benchmarks/results/trai
 
 The command line is TRL's: ``ScriptArguments`` below (the task, the model, the warm-up, the evaluation) and
 every field of ``GEMGRPOConfig`` (TRL's ``GRPOConfig`` plus the episode and advantage settings), with the
-defaults of ``GRPO_DEFAULTS``; ``--config file.yaml`` as in TRL's scripts. One TRL sample is one whole
-episode: ``--per_device_train_batch_size`` episodes go through one forward pass (here the whole step's
-batch, whose shared prefixes the learner computes once), ``--gradient_accumulation_steps`` such passes
-make a step, ``--num_generations`` episodes share a task seed (a GRPO group). ``--report_to tensorboard``
+defaults of ``GRPO_DEFAULTS``; ``--config file.yaml`` as in TRL's scripts. ``--help`` lists this script's
+flags and settings at once; ``--help_all`` every field of ``GEMGRPOConfig`` (it loads TRL and torch).
+One TRL sample is one whole episode: ``--per_device_train_batch_size`` episodes go through one forward
+pass (here the whole step's batch, whose shared prefixes the learner computes once),
+``--gradient_accumulation_steps`` such passes make a step, ``--num_generations`` episodes share a task
+seed (a GRPO group). ``--report_to tensorboard``
 (or ``wandb``, with ``WANDB_MODE=offline`` for no account) receives the same rows as ``metrics.csv``.
 
 vLLM generation on CPU: TRL's engine colocated in the training process, with vLLM's CPU build in an
@@ -41,17 +43,32 @@ training episodes).
 
 from __future__ import annotations
 
+# Two blocks of imports: the light ones, enough to print --help and to refuse a bad setting of this script
+# at once, then (after that check, when run as a script) torch, transformers and TRL, which take seconds.
+import argparse
 import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is flagged experimental in TRL 1.16
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-from gem_adapters.warmup import GUESS_THE_NUMBER_WORKED_GAME
+
+import gem_core
+from gem_adapters.algorithms.advantages import estimator_names, require_estimator
+from gem_adapters.algorithms.warmup import GUESS_THE_NUMBER_WORKED_GAME
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode_stats import episode_stats
+from gem_adapters.episodes.jsonl import write_jsonl
+from gem_adapters.evaluation.held_out import play_held_out
+from gem_adapters.policies.base import SamplingParams
+from gem_adapters.runtime.allocator import reuse_freed_memory
+from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
+from gem_adapters.runtime.rollout_limits import RolloutLimits
+from gem_adapters.runtime.run_log import RunLog
+from gem_adapters.runtime.timing import minor_faults
 
 
 @dataclass
@@ -128,28 +145,84 @@ CONSOLE = {
 }  # fmt: skip
 
 
-def parse_args(argv: list[str] | None = None):
-    """``(ScriptArguments, GEMGRPOConfig)`` from the command line (TRL's parser; ``--help`` lists both)."""
-    print("train_trl: loading TRL for the command line ...", file=sys.stderr, flush=True)
-    from trl import TrlParser
+def check_command_line(argv: list[str]) -> None:
+    """``--help``, and a bad value of this script's own flags or of ``GRPO_DEFAULTS``' (an unknown estimator
+    or env id included), on the light imports: before torch and TRL load. Other flags are TRL's, for
+    ``parse_args``."""
+    parser = argparse.ArgumentParser(
+        prog="train_trl.py",
+        description=__doc__.split("\n\n")[0],
+        epilog="Every other flag is a field of GEMGRPOConfig (TRL's GRPOConfig plus the episode and advantage "
+        "settings), read by TRL's parser: --help_all lists them all (it loads TRL and torch).",
+        allow_abbrev=False,
+    )
+    script = parser.add_argument_group("this script (ScriptArguments)")
+    for spec in fields(ScriptArguments):
+        default = spec.default if spec.default is not MISSING else spec.default_factory()
+        _add_flag(script, spec.name, default, spec.metadata.get("help", ""))
+    grpo = parser.add_argument_group("this example's settings of GEMGRPOConfig")
+    for name, default in GRPO_DEFAULTS.items():
+        _add_flag(
+            grpo,
+            name,
+            default,
+            f"registered: {', '.join(estimator_names(values=False, state_keys=True))}"
+            if name == "advantage_estimator"
+            else "",
+        )
+    known, _ = parser.parse_known_args(argv)
+    try:
+        require_estimator(known.advantage_estimator, values=False, state_keys=True, trainer="GEMGRPOTrainer")
+        gem_core.spec(known.env_id)
+    except (ValueError, KeyError) as exc:
+        parser.error(str(exc).strip("\"'"))
 
-    from gem_adapters.advantages import estimator_names
-    from gem_adapters.trl import GEMGRPOConfig
 
+def _add_flag(group: argparse._ArgumentGroup, name: str, default: object, help: str) -> None:
+    """``--name`` with the type of its default (a bool takes ``--name`` alone or ``--name true/false``)."""
+    kind = _boolean if isinstance(default, bool) else type(default)
+    extra = {"nargs": "?", "const": True} if isinstance(default, bool) else {}
+    group.add_argument(
+        f"--{name}", type=kind, default=default, help=f"{help} (default: {default})".lstrip(), **extra
+    )
+
+
+def _boolean(text: str) -> bool:
+    if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() in ("true", "1", "yes")
+
+
+if __name__ == "__main__":
+    check_command_line(sys.argv[1:])
+
+from transformers import PrinterCallback, set_seed  # noqa: E402  (see the imports' comment above)
+from trl import SFTConfig, TrlParser  # noqa: E402
+
+from gem_adapters.trl import (  # noqa: E402
+    EpisodeBatchCallback,
+    GEMGRPOConfig,
+    GEMGRPOTrainer,
+    sft_warm_up,
+    tasks_dataset,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[ScriptArguments, GEMGRPOConfig]:
+    """``(ScriptArguments, GEMGRPOConfig)`` from the command line, by TRL's parser (``--help_all`` lists
+    both, TRL's fields included)."""
+    argv = sys.argv[1:] if argv is None else argv
+    check_command_line(argv)
     parser = TrlParser((ScriptArguments, GEMGRPOConfig))
     parser.set_defaults(**GRPO_DEFAULTS)
-    for action in parser._actions:  # the registered estimators, plugins included
-        if action.dest == "advantage_estimator":
-            action.help = f"{action.help} Registered here: {', '.join(estimator_names(values=False))}."
+    argv = ["--help" if arg == "--help_all" else arg for arg in argv]
     try:
         return parser.parse_args_and_config(argv)
     except ValueError as exc:  # a config that GEMGRPOConfig refuses: an error message, not a traceback
         parser.error(str(exc))
 
 
-def load_policy(script: ScriptArguments, config):
-    from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
-
+def load_policy(script: ScriptArguments, config: GEMGRPOConfig):
     if script.model == "tiny" and config.use_vllm:
         raise ValueError("--use_vllm loads the model from disk (and needs head size >= 32): not 'tiny'")
     if script.model == "tiny":
@@ -172,8 +245,6 @@ def hint_consistency(episodes) -> float:
 
 
 def batch_row(episodes, split: str, phase: str, step: int) -> dict:
-    from gem_adapters.episode_stats import episode_stats
-
     stats = episode_stats(episodes)
     row = {k: stats[k] for k in ("return", "success_rate", "turns", "format_error_rate", "invalid_move_rate")}
     return {
@@ -188,9 +259,7 @@ def batch_row(episodes, split: str, phase: str, step: int) -> dict:
 class Run:
     """What every phase of the run shares: settings, model, renderer, the log and the trajectories file."""
 
-    def __init__(self, script: ScriptArguments, config, model, tokenizer, renderer):
-        from gem_adapters.run_log import RunLog
-
+    def __init__(self, script: ScriptArguments, config: GEMGRPOConfig, model, tokenizer, renderer):
         self.script, self.config, self.model, self.tokenizer, self.renderer = (
             script, config, model, tokenizer, renderer,
         )  # fmt: skip
@@ -199,28 +268,24 @@ class Run:
         self.trajectories = self.out / "trajectories.jsonl"
         self.trajectories.write_text("")
 
-    def evaluate(self, model: Any, phase: str, step: int) -> None:
+    def evaluate(self, model, phase: str, step: int) -> None:
         """Play ``eval_episodes`` fixed seeds (disjoint from training) with the current weights; log them."""
-        from gem_adapters.jsonl import write_jsonl
-        from gem_adapters.policies.base import SamplingParams
-        from gem_adapters.policies.transformers_policy import TransformersPolicy
-        from gem_adapters.rollout import RolloutLimits, rollout
-        from gem_adapters.timing import minor_faults
-
         script, config = self.script, self.config
         if script.eval_episodes <= 0:
             return
         started, faults = time.perf_counter(), minor_faults()
-        policy = TransformersPolicy(model, self.tokenizer, seed=config.seed, cache=script.rollout_cache)
-        episodes = rollout(
-            [script.env_id] * script.eval_episodes,
-            policy,
+        episodes = play_held_out(
+            model,
+            self.tokenizer,
             self.renderer,
-            seeds=EVAL_FIRST_SEED,  # the same held-out games for every run seed
+            script.env_id,
+            script.eval_episodes,
+            first_seed=EVAL_FIRST_SEED,  # the same held-out games for every run seed
             limits=RolloutLimits(config.max_turns, config.max_turn_tokens, config.max_context_tokens),
             sampling=SamplingParams(max_new_tokens=config.max_turn_tokens, temperature=config.temperature),
+            seed=config.seed,
+            cache=script.rollout_cache,
         )
-        policy.clear_cache()
         seconds = time.perf_counter() - started
         for e in episodes:
             e.info.update(split="eval", phase=phase, step=step)
@@ -235,10 +300,6 @@ class Run:
 
     def warm_up(self) -> None:
         """Fine-tune on games the env's scripted solver plays (seeds disjoint from training and evaluation)."""
-        from trl import SFTConfig
-
-        from gem_adapters.trl import sft_warm_up
-
         script, config = self.script, self.config
         first_seed = WARMUP_FIRST_SEED + config.seed * script.warmup_episodes
         sft_config = SFTConfig(
@@ -272,51 +333,29 @@ class Run:
             flush=True,
         )
 
-
-def log_steps(run: Run, trainer):
-    """A TRL callback: each GRPO step's batch of episodes as a log row (and an evaluation every
-    ``eval_every`` steps)."""
-    from transformers import TrainerCallback
-
-    from gem_adapters.jsonl import write_jsonl
-
-    class LogSteps(TrainerCallback):
-        def __init__(self):
-            self.last = time.perf_counter()
-
-        def on_log(self, _args, state, _control, logs=None, **__):
-            if not logs or "env/return" not in logs:
-                return  # TRL's end-of-training summary
-            script, episodes = run.script, trainer.last_episodes
-            for e in episodes:
-                e.info.update(split="train", step=state.global_step)
-            write_jsonl(run.trajectories, episodes[: script.trajectories_per_step], append=True)
-            row = batch_row(episodes, "train", "rl", state.global_step)
-            row.update(
-                tokens_per_s=logs["env/tokens_per_second"],
-                step_s=time.perf_counter() - self.last,
-                **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
-                **{k: logs.get(f"timing/{k}", float("nan")) for k in TIMINGS + TOKEN_COUNTS},
-            )
-            run.log.print_row(run.log.record(row), CONSOLE)
-            if (
-                script.eval_every
-                and state.global_step % script.eval_every == 0
-                and state.global_step < state.max_steps
-            ):
-                run.evaluate(trainer.model, "rl", state.global_step)
-            self.last = time.perf_counter()
-
-    return LogSteps()
+    def log_step(self, trainer: GEMGRPOTrainer, state, episodes, logs: dict, step_seconds: float) -> None:
+        """One GRPO step's batch of episodes as a log row (and an evaluation every ``eval_every`` steps)."""
+        script = self.script
+        for e in episodes:
+            e.info.update(split="train", step=state.global_step)
+        write_jsonl(self.trajectories, episodes[: script.trajectories_per_step], append=True)
+        row = batch_row(episodes, "train", "rl", state.global_step)
+        row.update(
+            tokens_per_s=logs["env/tokens_per_second"],
+            step_s=step_seconds,
+            **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
+            **{k: logs.get(f"timing/{k}", float("nan")) for k in TIMINGS + TOKEN_COUNTS},
+        )
+        self.log.print_row(self.log.record(row), CONSOLE)
+        if (
+            script.eval_every
+            and state.global_step % script.eval_every == 0
+            and state.global_step < state.max_steps
+        ):
+            self.evaluate(trainer.model, "rl", state.global_step)
 
 
-def main(script: ScriptArguments, config) -> dict:
-    from transformers import PrinterCallback, set_seed
-
-    from gem_adapters.allocator import reuse_freed_memory
-    from gem_adapters.chat_renderer import ChatRenderer
-    from gem_adapters.trl import GEMGRPOTrainer, tasks_dataset
-
+def main(script: ScriptArguments, config: GEMGRPOConfig) -> dict:
     reuse_freed_memory()  # glibc keeps freed buffers for the next step instead of unmapping them
     set_seed(config.seed)
     model, tokenizer = load_policy(script, config)
@@ -349,7 +388,7 @@ def main(script: ScriptArguments, config) -> dict:
         renderer=renderer,
     )
     trainer.remove_callback(PrinterCallback)  # our log line replaces the raw dicts
-    trainer.add_callback(log_steps(run, trainer))
+    trainer.add_callback(EpisodeBatchCallback(trainer, lambda *batch: run.log_step(trainer, *batch)))
     trainer.train()
     run.evaluate(trainer.model, "end", config.max_steps)
 

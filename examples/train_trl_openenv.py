@@ -28,7 +28,7 @@ real run wants a tool-calling model (e.g. ``--model Qwen/Qwen3-0.6B`` on a GPU).
 
 Every setting is a field of ``Args`` below (``--help`` lists them). Each optimizer step prints one line
 and adds a row to ``<output_dir>/metrics.csv``; ``learning_curve.png`` is drawn at the end
-(``gem_adapters.run_log``).
+(``gem_adapters.runtime.run_log``).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Literal
 
 from transformers import HfArgumentParser, PrinterCallback, TrainerCallback
 
-from gem_adapters.run_log import RunLog
+from gem_adapters.runtime.run_log import RunLog
 
 # environment_factory and rollout_func are experimental in TRL
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -226,7 +226,7 @@ class GemGame:
 
 # ---- the model and the log ------------------------------------------------------------------------
 def load_model_and_tokenizer(name: str):
-    from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
+    from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
 
     tokenizer = load_tokenizer("smollm2" if name in ("smollm2", "tiny") else name)
     model = tiny_causal_lm(tokenizer, seed=0) if name == "tiny" else load_model(name)

@@ -7,7 +7,7 @@ What it does, top to bottom:
      vLLM rollout, ``GemAgentLoop`` playing one episode per sample and ``--advantage_estimator rebn``
      (per-turn discounted returns, normalised over the batch; ``gem_adapters.verl.advantages``).
 
-``--advantage_estimator`` takes a name of ``gem_adapters.advantages``' registry (``rebn``, ``grpo``,
+``--advantage_estimator`` takes a name of ``gem_adapters.algorithms.advantages``' registry (``rebn``, ``grpo``,
 ``rloo``, a plugin's ...), as every example does; verl's own config needs the ``gem_`` prefix
 (``algorithm.adv_estimator=gem_rebn``), which this script adds. verl's own estimators are
 ``verl:<name>`` (``verl:gae`` needs a critic). ``--num_generations`` is the group size
@@ -160,7 +160,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
 
 def write_inputs(args: Args) -> dict[str, Path]:
     """The train/val parquet files and the agent-loop YAML, under ``output_dir``."""
-    from gem_adapters.tasks import make_tasks
+    from gem_adapters.episodes.tasks import make_tasks
     from gem_adapters.verl.rows import task_rows, write_dataset
 
     out = Path(args.output_dir).resolve()
@@ -194,6 +194,8 @@ def write_inputs(args: Args) -> dict[str, Path]:
 def hydra_overrides(args: Args, paths: dict[str, Path], model_path: str) -> list[str]:
     """``verl.trainer.main_ppo`` overrides: FSDP actor, GemAgentLoop, and a vLLM rollout on one GPU or
     (``--device cpu``) ``gem_adapters.verl.cpu.CPU_OVERRIDES``."""
+    from gem_adapters.verl.advantages import verl_estimator
+
     micro = args.micro_batch_size_per_gpu
     overrides = [
         f"algorithm.adv_estimator={verl_estimator(args.advantage_estimator)}",
@@ -251,7 +253,7 @@ def _last_wins(overrides: list[str]) -> list[str]:
 def build_tiny_model(out: Path) -> str:
     """A random Llama (2 layers, hidden size 128, head size 32) over the SmolLM2 tokenizer, saved in
     Hugging Face format under ``out`` (once); returns its path."""
-    from gem_adapters.models import load_tokenizer, tiny_causal_lm
+    from gem_adapters.runtime.models import load_tokenizer, tiny_causal_lm
 
     path = out / "tiny_model"
     if not (path / "config.json").exists():
@@ -262,7 +264,7 @@ def build_tiny_model(out: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gem_adapters.models import resolve
+    from gem_adapters.runtime.models import resolve
 
     args, extra = parse_args(argv)
     check_estimator(args.advantage_estimator)
@@ -279,27 +281,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if args.dry_run else subprocess.call(command, env=launch_env(args.device))
 
 
-VERL_OWN = "verl:"  # the prefix naming one of verl's own estimators
-
-
-def verl_estimator(name: str) -> str:
-    """``algorithm.adv_estimator`` for ``--advantage_estimator name``: ``gem_<name>`` for a name of
-    gem_adapters.advantages' registry (``gem_<name>`` itself is accepted too), ``<name>`` for
-    ``verl:<name>``."""
-    if name.startswith(VERL_OWN):
-        return name[len(VERL_OWN) :]
-    from gem_adapters.verl.advantages import PREFIX
-
-    return name if name.startswith(PREFIX) else PREFIX + name
-
-
 def check_estimator(name: str) -> str:
-    """verl's name of ``--advantage_estimator name`` (``verl_estimator``); exits with the list of
-    accepted names when verl's registry (with the gem_* estimators of gem_adapters.advantages and of
-    installed plugins) lacks it, before anything is written."""
+    """verl's name of ``--advantage_estimator name`` (``gem_adapters.verl.advantages.verl_estimator``);
+    exits with the list of accepted names when verl's registry (with the gem_* estimators of
+    gem_adapters.algorithms.advantages and of installed plugins) lacks it, before anything is written."""
     from verl.trainer.ppo import core_algos
 
-    from gem_adapters.verl.advantages import PREFIX, register_estimators
+    from gem_adapters.verl.advantages import VERL_OWN, register_estimators, verl_estimator
+    from gem_adapters.verl.state_keys import PREFIX
 
     register_estimators()
     registered = sorted(core_algos.ADV_ESTIMATOR_REGISTRY)

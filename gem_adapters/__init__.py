@@ -1,30 +1,31 @@
 """gem_adapters: from gem_core envs to RL trainers.
 
-The shared core, written once and used by every framework adapter:
+The shared core, written once and used by every framework adapter, in three folders:
 
-  ``gem_adapters.rollout``          drives N envs with a policy (sync and asyncio) within
-                                   ``RolloutLimits``, returns episodes
-  ``gem_adapters.policies``         policy backends: a transformers model, an OpenAI-compatible server
-  ``gem_adapters.episode``          token-exact episodes: turns, loss masks, the prompt/response split
-  ``gem_adapters.chat_renderer``    incremental chat-template rendering; ``shared_renderer`` per process
-  ``gem_adapters.episode_builder``  an episode recorded as it is played
-  ``gem_adapters.jsonl``            record and replay (``gem_adapters.trajectory``: a deprecated alias of all four)
-  ``gem_adapters.episode_stats``    the summary numbers of a batch of episodes
-  ``gem_adapters.advantages``       per-turn returns and estimators (ReBN, GRPO, RLOO, GAE, ...) by name
-  ``gem_adapters.tasks``            the task of one episode (env id + seed, ...) every adapter plays
-  ``gem_adapters.models``           the offline SmolLM2 and tiny test models
+  ``episodes/``    the data model: token-exact episodes (``episode``), incremental chat-template
+                   rendering (``chat_renderer``), an episode recorded as it is played
+                   (``episode_builder``), record and replay (``jsonl``), the task of one episode
+                   (``tasks``), the summary numbers of a batch (``episode_stats``)
+  ``algorithms/``  per-turn estimators by name and their placement on tokens (``advantages``), the
+                   learner's shared-prefix forward (``prefix_tree``), scripted warm-up games (``warmup``)
+  ``runtime/``     the rollout driver within ``RolloutLimits`` (``rollout``, ``rollout_limits``), pinned
+                   framework patches (``patching``), the offline and tiny models (``models``), weights
+                   into vLLM (``vllm_weights``), the run log, timing and the allocator setting
+
+beside ``policies/`` (generation backends: a transformers model, vision-language models, an
+OpenAI-compatible server) and ``evaluation/`` (``gem eval`` and held-out evaluation during training).
 
 Framework glue lives in one sub-package per trainer (``trl``, ``verl``, ...); importing this package
 imports none of them, nor torch.
 """
 
-from gem_adapters.advantages import compute_advantages, compute_advantages_flat, discounted_returns
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode, Turn, rescore
-from gem_adapters.episode_stats import episode_stats
-from gem_adapters.jsonl import read_jsonl, write_jsonl
+from gem_adapters.algorithms.advantages import compute_advantages, compute_advantages_flat, discounted_returns
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode, Turn, rescore
+from gem_adapters.episodes.episode_stats import episode_stats
+from gem_adapters.episodes.jsonl import read_jsonl, write_jsonl
 from gem_adapters.policies.base import Generation, Policy, SamplingParams
-from gem_adapters.rollout import RolloutLimits, aplay_episode, arollout, rollout
+from gem_adapters.runtime.rollout import RolloutLimits, aplay_episode, arollout, rollout
 
 __all__ = [
     "ChatRenderer",

@@ -11,7 +11,7 @@
 ``list``, ``play`` and ``serve`` are gem_core's (``serve`` imports openenv: ``pip install
 'gem-core[openenv]'``). Other packages add commands through the ``gem_core.cli`` entry point group:
 each entry is a function ``add_command(subparsers)`` that adds its parser with ``set_defaults(func=...)``
-(``func(args) -> exit status``); ``gem_adapters.eval_cli`` adds ``eval`` that way, so gem_core imports
+(``func(args) -> exit status``); ``gem_adapters.evaluation.cli`` adds ``eval`` that way, so gem_core imports
 nothing of gem_adapters. A problem with the request (unknown env, unreachable endpoint, model that
 does not load) raises ``UserError``: one line ``gem: error: ...``, exit status 2, no traceback.
 """

@@ -157,6 +157,14 @@ class Env(EnvBase, Generic[Obs]):
         """A random well-formed action, drawn from the env's action generator (not ``self.rng``)."""
         raise NotImplementedError
 
+    def sample_legal_action(self) -> str | None:
+        """A uniformly random legal move of the current state, drawn from ``self.action_rng``, where the
+        env can enumerate its legal moves (the games do); None where it cannot, or when no move is legal.
+        A player that plays legally without skill (a warm-up's scripted player, a baseline) calls this
+        instead of reading the env's internals.
+        """
+        return None
+
     def solve_action(self) -> str | None:
         """The scripted solver's next action for the current state, or None: the env has no solver.
 
@@ -208,6 +216,9 @@ class Wrapper(Env[Obs]):
 
     def sample_random_action(self) -> str:
         return self.env.sample_random_action()
+
+    def sample_legal_action(self) -> str | None:
+        return self.env.sample_legal_action()
 
     def solve_action(self) -> str | None:
         return self.env.solve_action()

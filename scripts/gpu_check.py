@@ -29,12 +29,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the checkout's packages, as on the device machine (no install there)
 
-from gem_adapters.chat_renderer import ChatRenderer  # noqa: E402
-from gem_adapters.models import load_tokenizer, tiny_causal_lm  # noqa: E402
+from gem_adapters.algorithms.prefix_tree import token_logprobs  # noqa: E402
+from gem_adapters.algorithms.warmup import scripted_episodes  # noqa: E402
+from gem_adapters.episodes.chat_renderer import ChatRenderer  # noqa: E402
 from gem_adapters.policies import SamplingParams, TransformersPolicy  # noqa: E402
-from gem_adapters.prefix_tree import token_logprobs  # noqa: E402
-from gem_adapters.rollout import rollout  # noqa: E402
-from gem_adapters.warmup import scripted_episodes  # noqa: E402
+from gem_adapters.runtime.models import load_tokenizer, tiny_causal_lm  # noqa: E402
+from gem_adapters.runtime.rollout import rollout  # noqa: E402
 
 GAME = "game:GuessTheNumber-v1-easy"
 DEMONSTRATION = [

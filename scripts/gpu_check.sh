@@ -29,7 +29,7 @@ if [ "$prepare" = 1 ]; then
   "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     -d .gpu/wheels "trl==1.16.0" "datasets==5.2.0" "dill==0.4.1" "multiprocess==0.70.19"
-  tokenizer="$("$py" -c 'from gem_adapters.models import resolve; print(resolve("smollm2"))')"
+  tokenizer="$("$py" -c 'from gem_adapters.runtime.models import resolve; print(resolve("smollm2"))')"
   mkdir -p .gpu/cache/SmolLM2-135M-Instruct
   cp "$tokenizer"/*.json "$tokenizer"/*.jinja .gpu/cache/SmolLM2-135M-Instruct/
   du -sh .gpu

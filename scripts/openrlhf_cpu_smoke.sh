@@ -30,9 +30,9 @@ export RAY_TMPDIR="$ray_tmp" RAY_DEDUP_LOGS=0
 import sys
 from pathlib import Path
 
-from gem_adapters.models import load_tokenizer, tiny_causal_lm
+from gem_adapters.runtime.models import load_tokenizer, tiny_causal_lm
 from gem_adapters.openrlhf.rows import task_rows, write_prompts
-from gem_adapters.tasks import make_tasks
+from gem_adapters.episodes.tasks import make_tasks
 
 out = Path(sys.argv[1])
 tokenizer = load_tokenizer("smollm2")

@@ -33,6 +33,6 @@ pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
 "${pip[@]}" --no-deps -e .
 
 "$venv/bin/python" -m compileall -q gem_core gem_adapters examples/train_oat.py
-"$venv/bin/python" -c "import sys, numpy, transformers, gem_core, gem_adapters.rollout, gem_adapters.oat; \
+"$venv/bin/python" -c "import sys, numpy, transformers, gem_core, gem_adapters.runtime.rollout, gem_adapters.oat; \
 print('Python', sys.version.split()[0], 'numpy', numpy.__version__, 'transformers', transformers.__version__)"
 "$venv/bin/python" -m pytest -p no:cacheprovider tests/adapters/oat "$@"

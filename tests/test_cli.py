@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import gem_core
+from gem_adapters.episodes.jsonl import read_jsonl
 from gem_adapters.evaluation import pass_at_k
-from gem_adapters.jsonl import read_jsonl
 from gem_core.cli import main
 
 GUESS = "game:GuessTheNumber-v1-easy"
@@ -252,14 +252,14 @@ def test_pass_at_k_is_the_unbiased_estimator():
 # ---- gem eval: models ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tokenizer():
-    from gem_adapters.models import load_tokenizer
+    from gem_adapters.runtime.models import load_tokenizer
 
     return load_tokenizer("smollm2")
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tokenizer):
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     return tiny_causal_lm(tokenizer, seed=0)  # what `--model tiny` loads
 

@@ -68,3 +68,18 @@ def test_the_scan_sees_lazy_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from trl import GRPOTrainer\n    import verl.protocol\n")
     assert imported_modules(module) == {"trl", "verl.protocol"}
+
+
+def test_the_data_model_is_the_bottom_layer_and_the_algorithms_run_no_infrastructure():
+    """``gem_adapters/episodes`` (episodes, rendering, tasks) imports nothing else of gem_adapters, and
+    ``gem_adapters/algorithms`` (estimators, the prefix tree, warm-up episodes) nothing of ``runtime``
+    (rollout, patching, models, logs) or of a framework folder."""
+    for folder, allowed in (
+        ("episodes", {"episodes"}),
+        ("algorithms", {"episodes", "algorithms", "policies"}),
+    ):
+        for path in sorted((ROOT / "gem_adapters" / folder).rglob("*.py")):
+            for name in imported_modules(path):
+                parts = name.split(".")
+                if parts[0] == "gem_adapters":
+                    assert len(parts) > 1 and parts[1] in allowed, f"{path.relative_to(ROOT)} imports {name}"

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import gem_core
-from gem_adapters.advantages import ESTIMATORS
+from gem_adapters.algorithms.advantages import ESTIMATORS
 
 pytest.importorskip("trl")
 REPO_PATH = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_range_hints_bracket_the_target():
 
 
 def test_first_guess_metrics_find_the_midpoints_of_each_range():
-    from gem_adapters.episode import Episode, Turn
+    from gem_adapters.episodes.episode import Episode, Turn
 
     def episode(env_id: str, first_move: str) -> Episode:
         turn = Turn(action=first_move, observation="", reward=0.0, info={}, prompt_ids=[], action_ids=[])
@@ -207,7 +207,7 @@ def test_hangman_warmup_player_never_repeats_a_letter():
 
 
 def test_every_tasks_first_prompts_fit_verls_prompt_share():
-    from gem_adapters.chat_renderer import ChatRenderer
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
 
     renderer = ChatRenderer(common.shared_tokenizer(common.PolicySpec("guess")))
     for name, task in common.TASKS.items():
@@ -308,7 +308,7 @@ def test_verl_runs_refuse_the_settings_they_do_not_train_with(settings, refused)
 
 
 def test_shuffled_rebn_permutes_rebn_over_the_batch():
-    from gem_adapters.advantages import compute_advantages
+    from gem_adapters.algorithms.advantages import compute_advantages
 
     rewards = [[0.0, -0.1, 1.0], [1.0], [0.0, 0.0, -0.1, 0.0], [-0.1, 1.0]]
     rebn = np.concatenate(compute_advantages("rebn", rewards, gamma=0.9))
@@ -469,7 +469,7 @@ def test_openrlhf_command_is_the_runs_settings_as_train_ppo_ray_parses_them(tmp_
 def test_openrlhf_rows_come_from_its_log_and_the_recorded_episodes(tmp_path):
     """A step's row: OpenRLHF's ``Global step`` line (as in benchmarks/results/openrlhf_cpu's log) and the
     next ``episodes_per_step`` recorded episodes; a line still being written is not read."""
-    from gem_adapters.jsonl import write_jsonl
+    from gem_adapters.episodes.jsonl import write_jsonl
 
     launcher = learning_module("openrlhf_train_ppo_ray")
     log = tmp_path / "train.log"
@@ -495,7 +495,7 @@ def test_openrlhf_rows_come_from_its_log_and_the_recorded_episodes(tmp_path):
 
 
 def test_a_roll_turn_sample_holds_every_observation_and_its_action():
-    from gem_adapters.chat_renderer import ChatRenderer
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
 
     launcher = learning_module("roll_agentic")
     renderer = ChatRenderer(common.shared_tokenizer(common.PolicySpec("guess")))

@@ -1,4 +1,4 @@
-"""gem_adapters.run_log: the metrics CSV reads back as written, the plot is a PNG, bad columns fail."""
+"""gem_adapters.runtime.run_log: the metrics CSV reads back as written, the plot is a PNG, bad columns fail."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from gem_adapters.run_log import RunLog
+from gem_adapters.runtime.run_log import RunLog
 
 COLUMNS = ["split", "step", "wall_s", "return", "success_rate", "loss"]
 

@@ -1,6 +1,6 @@
 """The scripted players SmolLM2's warm-up imitates, and the tool envs the baselines train on.
 
-A player takes the innermost env after ``reset`` (``gem_adapters.warmup.Player``) and returns the next
+A player takes the innermost env after ``reset`` (``gem_adapters.algorithms.warmup.Player``) and returns the next
 action's text: the env's solver where it has one, else its reference answer (a math or QA dataset's
 gold answer, a code problem's reference program, a terminal task's reference commands, a
 customer-service scenario's reference conversation). Players of tool envs use the tool first (run

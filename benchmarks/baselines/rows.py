@@ -9,7 +9,7 @@ A ``Row`` is one env trained by one policy; each of its ``estimators`` is one li
 * ``smollm2``: SmolLM2-135M-Instruct (offline), warmed up in each run by TRL's ``SFTTrainer`` on
   ``warmup_episodes`` episodes of ``players.PLAYERS[warmup_player]`` (the env's solver, or its
   reference answers), as ``examples/train_trl.py`` does with the solver;
-* ``tiny-llava``: a randomly initialised ~3M-parameter LLaVA (``gem_adapters.multimodal.tiny_llava``),
+* ``tiny-llava``: a randomly initialised ~3M-parameter LLaVA (``gem_adapters.policies.multimodal.tiny_llava``),
   the only vision-language model available offline, no warm-up.
 
 Steps and episodes per step are sized from the measured seconds per step (``smoke``) so that a row's

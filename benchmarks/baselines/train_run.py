@@ -6,7 +6,7 @@
    run of every row) played at temperature 1;
 3. ``steps`` RL steps of ``episodes_per_step`` episodes (``num_generations`` per task seed; run seed k
    trains on task seeds from k x ``TASK_SEEDS_PER_RUN``), per-turn advantages of ``estimator``;
-   one curve row per step (``CURVE_COLUMNS``, ``gem_adapters.run_log.RunLog``);
+   one curve row per step (``CURVE_COLUMNS``, ``gem_adapters.runtime.run_log.RunLog``);
 4. ``after``: the same held-out episodes with the trained weights.
 
 The curve goes to ``<out>.csv`` as it is made and the summary (``before``, ``after``, timings,
@@ -30,8 +30,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.baselines.players import PLAYERS, register_tool_envs
 from benchmarks.baselines.rows import FRAMEWORK, Row
-from gem_adapters.episode_stats import episode_stats
-from gem_adapters.run_log import RunLog
+from gem_adapters.episodes.episode_stats import episode_stats
+from gem_adapters.runtime.run_log import RunLog
 
 EVAL_FIRST_SEED = 900_000_000  # held-out episodes: far from every run's training task seeds
 TASK_SEEDS_PER_RUN = 1_000_000
@@ -119,8 +119,8 @@ def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -
 
 def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[str, Any]]:
     """``(model, processing_class, renderer, warm-up info)`` of the row's policy after its warm-up."""
-    from gem_adapters.chat_renderer import ChatRenderer
-    from gem_adapters.models import load_model, load_tokenizer
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
+    from gem_adapters.runtime.models import load_model, load_tokenizer
 
     started = time.perf_counter()
     if row.policy == "small":
@@ -135,7 +135,7 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
         info = {"warmup": f"scripted legal player {row.small_task!r}", "warmup_build_s": build_s}
         return model, tokenizer, ChatRenderer(tokenizer), info | {f"policy_{k}": v for k, v in spec.items()}
     if row.policy == "tiny-llava":
-        from gem_adapters.multimodal import tiny_llava
+        from gem_adapters.policies.multimodal import tiny_llava
 
         model, processor = tiny_llava(load_tokenizer("smollm2"), seed=seed)
         return model, processor, ChatRenderer(processor), {"warmup": "none"}
@@ -155,29 +155,21 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
 
 def evaluate(model, processing_class, renderer, row: Row, episodes: int) -> dict[str, float]:
     """``episode_stats`` of ``episodes`` held-out episodes at temperature 1 (a fixed sampling seed)."""
+    from gem_adapters.evaluation.held_out import play_held_out
     from gem_adapters.policies.base import SamplingParams
-    from gem_adapters.rollout import rollout
-    from gem_adapters.rollout_limits import RolloutLimits
+    from gem_adapters.runtime.rollout_limits import RolloutLimits
 
-    if row.policy == "tiny-llava":
-        from gem_adapters.multimodal import VisionLanguagePolicy
-
-        policy = VisionLanguagePolicy(model, processing_class, seed=0)
-    else:
-        from gem_adapters.policies.transformers_policy import TransformersPolicy
-
-        policy = TransformersPolicy(model, processing_class, seed=0)
     started = time.perf_counter()
-    played = rollout(
-        [row.env_id] * episodes,
-        policy,
+    played = play_held_out(
+        model,
+        processing_class,
         renderer,
-        seeds=EVAL_FIRST_SEED,
+        row.env_id,
+        episodes,
+        first_seed=EVAL_FIRST_SEED,
         limits=RolloutLimits(row.max_turns, row.max_turn_tokens, row.max_context_tokens),
         sampling=SamplingParams(max_new_tokens=row.max_turn_tokens, temperature=1.0),
     )
-    if hasattr(policy, "clear_cache"):
-        policy.clear_cache()
     stats = episode_stats(played)
     return {
         **{k: stats[k] for k in EVAL_KEYS},
@@ -238,7 +230,9 @@ def train(
     row: Row, estimator: str, seed: int, out: Path, *, steps: int | None = None, smoke: bool = False
 ) -> dict:
     """Run it; writes ``out.csv`` (the curve) and, last, ``out.json`` (the summary), and returns the summary."""
-    from transformers import PrinterCallback, TrainerCallback, set_seed
+    from transformers import PrinterCallback, set_seed
+
+    from gem_adapters.trl import EpisodeBatchCallback
 
     from gem_adapters.allocator import reuse_freed_memory
 
@@ -255,30 +249,21 @@ def train(
     out.parent.mkdir(parents=True, exist_ok=True)
     log = RunLog(out.parent, CURVE_COLUMNS, filename=out.with_suffix(".csv").name, digits=8)
 
-    class Record(TrainerCallback):
+    def record(state, episodes, logs, step_seconds):
         """One curve line per RL step: the batch's episode statistics and TRL's loss numbers."""
-
-        def __init__(self):
-            self.last = time.perf_counter()
-
-        def on_log(self, _args, state, _control, logs=None, **__):
-            if not logs or "env/return" not in logs:
-                return  # TRL's end-of-training summary
-            now = time.perf_counter()
-            stats = episode_stats(trainer.last_episodes)
-            log.record(
-                {
-                    "step": state.global_step,
-                    "step_s": now - self.last,
-                    **{k: stats[k] for k in CURVE_COLUMNS if k in stats},
-                    **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
-                    "lr": trainer.lr_scheduler.get_last_lr()[0],
-                }
-            )
-            self.last = now
+        stats = episode_stats(episodes)
+        log.record(
+            {
+                "step": state.global_step,
+                "step_s": step_seconds,
+                **{k: stats[k] for k in CURVE_COLUMNS if k in stats},
+                **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
+                "lr": trainer.lr_scheduler.get_last_lr()[0],
+            }
+        )
 
     train_started = time.perf_counter()
-    trainer.add_callback(Record())
+    trainer.add_callback(EpisodeBatchCallback(trainer, record))
     with log:
         trainer.train()
     train_s = time.perf_counter() - train_started

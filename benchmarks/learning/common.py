@@ -4,23 +4,24 @@ SmolLM2-135M takes about a minute per 16-episode step on 2 cores (``examples/tra
 slow for several seeds of several arms. The experiments therefore train a ~0.8M-parameter Llama
 whose byte-level BPE tokenizer (512 ids, ChatML turn markers) is trained on the tasks' own text, so a
 step takes about a second. It starts from a short supervised warm-up on episodes of a *scripted
-warm-up player* that knows the reply format and plays legally but without skill:
+warm-up player* that knows the reply format and plays legally but without skill: on the games, the
+env's own ``sample_legal_action`` (a uniformly random legal move, from the env's action generator):
 
-* ``guess`` (GuessTheNumber 1-10, 10 turns): a uniformly random number the hints still allow; no
-  preference for the middle, so binary search is what RL has to find; ``guess_range``: the same
-  with the allowed range stated in every hint (``GuessTheNumberWithRange``);
-* ``hangman`` (Hangman, 3 letters, 10 turns): a uniformly random letter not yet guessed;
+* ``guess`` (GuessTheNumber 1-10, 10 turns): a number the hints still allow; no preference for the
+  middle, so binary search is what RL has to find; ``guess_range``: the same with the allowed range
+  stated in every hint (``GuessTheNumberWithRange``);
+* ``hangman`` (Hangman, 3 letters, 10 turns): a letter not yet guessed;
 * ``sum`` (single turn, ``rg:basic_arithmetic``, a + b with one-digit terms): the right sum 30% of
-  the time, otherwise a random number from -18 to 18.
+  the time, otherwise a random number from -18 to 18 (an answer has no set of legal moves: this
+  player reads the gold answer).
 
-The baselines (``benchmarks/baselines``) add one player per game they train the small policy on, each
-legal without skill: ``guess_easy``/``guess_hard`` (the ``guess`` player on the registered
-GuessTheNumber ids), ``mastermind`` (a random code of distinct symbols), ``minesweeper`` (reveal a
-random unopened cell), ``wordle`` (a random untried answer-list word), ``hanoi`` (a random legal
-move), ``sudoku`` (a random digit no row, column or box rules out), ``fifteen`` and ``sokoban`` (a
-random direction that moves), ``tictactoe`` (a random free cell).
+The baselines (``benchmarks/baselines``) add one player per game they train the small policy on, the
+same legal player: ``guess_easy``/``guess_hard`` (GuessTheNumber's registered ids), ``mastermind`` (an
+untried code of distinct symbols), ``minesweeper`` (reveal a hidden cell), ``wordle`` (an untried
+answer-list word), ``hanoi`` (a legal move), ``sudoku`` (a digit no row, column or box rules out),
+``fifteen`` and ``sokoban`` (a direction that moves), ``tictactoe`` (a free cell).
 
-Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.models.cache_dir``);
+Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.runtime.models.cache_dir``);
 nothing is downloaded.
 """
 
@@ -30,22 +31,18 @@ import fcntl
 import hashlib
 import json
 import random
-import string
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import gem_core
-from gem_adapters import warmup
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
-from gem_adapters.models import cache_dir, tiny_llama_config
-from gem_adapters.tasks import Task, make_tasks
-from gem_core.envs.games import wordlists
-from gem_core.envs.games.fifteen_puzzle import legal_moves
+from gem_adapters.algorithms import warmup
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.tasks import Task, make_tasks
+from gem_adapters.runtime.models import cache_dir, tiny_llama_config
 from gem_core.envs.games.guess_the_number import GuessTheNumberEnv
-from gem_core.envs.games.sokoban import DIRECTIONS as SOKOBAN_DIRECTIONS
 from gem_core.parsing import extract_boxed
 
 CHATML = (
@@ -58,7 +55,7 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 @dataclass(frozen=True)
 class LearningTask:
     """What a learning run plays and how its policy is warmed up: the env, the warm-up player and the
-    new tokens per turn. A run's episodes are ``gem_adapters.tasks.Task`` s of the env (``tasks``)."""
+    new tokens per turn. A run's episodes are ``gem_adapters.episodes.tasks.Task`` s of the env (``tasks``)."""
 
     env_id: str
     warmup_action: Callable[[Any, random.Random], str]  # (env, rng) -> the warm-up player's reply
@@ -76,80 +73,16 @@ class LearningTask:
         return make_tasks(self.env_id, num_tasks, first_seed=first_seed)
 
 
-def _guess_warmup(env: Any, rng: random.Random) -> str:
-    return f"\\boxed{{{rng.randint(env.low, env.high)}}}"
-
-
-def _hangman_warmup(env: Any, rng: random.Random) -> str:
-    return "\\boxed{" + rng.choice([c for c in string.ascii_lowercase if c not in env.guessed_letters]) + "}"
+def _legal_warmup(env: Any, rng: random.Random) -> str:
+    """A uniformly random legal move (``Env.sample_legal_action``, from the env's action generator); any
+    well-formed move where none is legal (a Sudoku filled into a dead end)."""
+    return env.sample_legal_action() or env.sample_random_action()
 
 
 def _sum_warmup(env: Any, rng: random.Random) -> str:
+    # A single-turn answer has no set of legal moves: this player is an oracle, reading the gold answer.
     answer = env.example["answer"] if rng.random() < 0.3 else str(rng.randint(-18, 18))
     return f"<answer>{answer}</answer>"
-
-
-def _boxed(move: Any) -> str:
-    return f"\\boxed{{{move}}}"
-
-
-def _mastermind_warmup(env: Any, rng: random.Random) -> str:
-    return _boxed(" ".join(map(str, rng.sample(range(1, env.num_symbols + 1), env.code_length))))
-
-
-def _minesweeper_warmup(env: Any, rng: random.Random) -> str:
-    hidden = [(r, c) for r in range(env.rows) for c in range(env.cols) if (r, c) not in env.opened]
-    r, c = rng.choice(hidden)
-    return _boxed(f"reveal {r + 1} {c + 1}")
-
-
-def _wordle_warmup(env: Any, rng: random.Random) -> str:
-    tried = {guess for guess, _ in env.history}
-    return _boxed(rng.choice([w for w in wordlists.words("answers", env.word_length) if w not in tried]))
-
-
-def _hanoi_warmup(env: Any, rng: random.Random) -> str:
-    pegs = env.pegs  # peg -> disks, bottom to top
-    moves = [
-        (a, b)
-        for a in pegs
-        for b in pegs
-        if a != b and pegs[a] and (not pegs[b] or pegs[b][-1] > pegs[a][-1])
-    ]
-    return _boxed(" ".join(rng.choice(moves)))
-
-
-def _sudoku_warmup(env: Any, rng: random.Random) -> str:
-    n, b, board = env.size, env.box, env.board
-
-    def allowed(r: int, c: int, d: int) -> bool:
-        box = (board[i][j] for i in range(r - r % b, r - r % b + b) for j in range(c - c % b, c - c % b + b))
-        return d not in board[r] and all(board[i][c] != d for i in range(n)) and d not in box
-
-    empty = [(r, c) for r in range(n) for c in range(n) if not board[r][c]]
-    moves = [(r, c, d) for r, c in empty for d in range(1, n + 1) if allowed(r, c, d)]
-    r, c, d = rng.choice(moves) if moves else (*rng.choice(empty), 1)  # a dead end: any empty cell
-    return _boxed(f"{r + 1} {c + 1} {d}")
-
-
-def _fifteen_warmup(env: Any, rng: random.Random) -> str:
-    return _boxed(rng.choice(legal_moves(env.board, env.size)))
-
-
-def _sokoban_warmup(env: Any, rng: random.Random) -> str:
-    def moves(direction: str) -> bool:
-        dr, dc = SOKOBAN_DIRECTIONS[direction]
-        ahead = (env.player[0] + dr, env.player[1] + dc)
-        beyond = (ahead[0] + dr, ahead[1] + dc)
-        return ahead in env.floor and (
-            ahead not in env.boxes or (beyond in env.floor and beyond not in env.boxes)
-        )
-
-    return _boxed(rng.choice([d for d in sorted(SOKOBAN_DIRECTIONS) if moves(d)]))
-
-
-def _tictactoe_warmup(env: Any, rng: random.Random) -> str:
-    return _boxed(rng.choice([i + 1 for i, mark in enumerate(env.env.board) if mark == "."]))
 
 
 class GuessTheNumberWithRange(GuessTheNumberEnv):
@@ -224,33 +157,33 @@ def _register() -> None:
 
 _register()
 TASKS = {
-    "guess": LearningTask("game:GuessTheNumber-v1-learn", _guess_warmup),
-    "guess_range": LearningTask("game:GuessTheNumber-v1-learn-range", _guess_warmup),
-    "guess50": LearningTask("game:GuessTheNumber-v1-learn-range50", _guess_warmup),
-    "hangman": LearningTask("game:Hangman-v1-easy", _hangman_warmup),
+    "guess": LearningTask("game:GuessTheNumber-v1-learn", _legal_warmup),
+    "guess_range": LearningTask("game:GuessTheNumber-v1-learn-range", _legal_warmup),
+    "guess50": LearningTask("game:GuessTheNumber-v1-learn-range50", _legal_warmup),
+    "hangman": LearningTask("game:Hangman-v1-easy", _legal_warmup),
     "sum": LearningTask("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
     "pick": LearningTask("learn:PickSeven-v0", lambda env, rng: f"\\boxed{{{rng.randint(1, 10)}}}"),
     # the baselines' games (benchmarks/baselines)
-    "guess_easy": LearningTask("game:GuessTheNumber-v1-easy", _guess_warmup),
-    "guess_hard": LearningTask("game:GuessTheNumber-v1-hard", _guess_warmup),
+    "guess_easy": LearningTask("game:GuessTheNumber-v1-easy", _legal_warmup),
+    "guess_hard": LearningTask("game:GuessTheNumber-v1-hard", _legal_warmup),
     "mastermind": LearningTask(
-        "game:Mastermind-v1-easy", _mastermind_warmup, max_turn_tokens=16, observation_tokens=288
+        "game:Mastermind-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=288
     ),
     "minesweeper": LearningTask(
-        "game:Minesweeper-v1-easy", _minesweeper_warmup, max_turn_tokens=16, observation_tokens=416
+        "game:Minesweeper-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=416
     ),
-    "wordle": LearningTask("game:Wordle-v1-easy", _wordle_warmup, max_turn_tokens=16),
+    "wordle": LearningTask("game:Wordle-v1-easy", _legal_warmup, max_turn_tokens=16),
     "hanoi": LearningTask(
-        "game:TowerOfHanoi-v1-easy", _hanoi_warmup, max_turn_tokens=16, observation_tokens=352
+        "game:TowerOfHanoi-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=352
     ),
-    "sudoku": LearningTask("game:Sudoku-v1-easy", _sudoku_warmup, max_turn_tokens=16, observation_tokens=480),
+    "sudoku": LearningTask("game:Sudoku-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=480),
     "fifteen": LearningTask(
-        "game:FifteenPuzzle-v1-easy", _fifteen_warmup, max_turn_tokens=16, observation_tokens=320
+        "game:FifteenPuzzle-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=320
     ),
     "sokoban": LearningTask(
-        "game:Sokoban-v1-easy", _sokoban_warmup, max_turn_tokens=16, observation_tokens=416
+        "game:Sokoban-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=416
     ),
-    "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _tictactoe_warmup),
+    "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _legal_warmup),
 }
 TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from
 
@@ -268,7 +201,9 @@ class PolicySpec:
     warmup_steps: int = 400
     warmup_batch: int = 32
     warmup_lr: float = 2e-3
-    version: int = 1
+    version: int = (
+        2  # 2: the game players are Env.sample_legal_action (drawn from the env's action generator)
+    )
 
     def folder(self) -> Path:
         digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
@@ -276,7 +211,7 @@ class PolicySpec:
 
 
 def scripted_games(task: LearningTask, num: int, seed: int) -> Iterator[tuple[int, list[warmup.Move]]]:
-    """``num`` games of the task's warm-up player (``gem_adapters.warmup.scripted_games``): game ``i`` on
+    """``num`` games of the task's warm-up player (``gem_adapters.algorithms.warmup.scripted_games``): game ``i`` on
     env seed ``seed * 1_000_003 + i``, the player's random numbers from ``random.Random(seed)``."""
     rng = random.Random(seed)
     seeds = [seed * 1_000_003 + i for i in range(num)]

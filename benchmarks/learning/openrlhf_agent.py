@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import benchmarks.learning.common  # noqa: F401  (the experiments' env ids, in the engine actor)
-from gem_adapters.jsonl import write_jsonl
+from gem_adapters.episodes.jsonl import write_jsonl
 from gem_adapters.openrlhf.rollout import GemAgentExecutor
 
 EPISODE_DIR = "GEM_EPISODE_DIR"

@@ -40,7 +40,7 @@ from benchmarks.learning.train import (
     batch_metrics,
     parse_run,
 )
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.episode import Episode
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -6,8 +6,9 @@ One batch of ``episodes_per_step`` episodes (``num_generations`` per task seed) 
 the warmed-up policy through verl's agent loop (``verl_cpu.VerlCPUTrainer.rollout``: verl's
 ``AgentLoopWorker`` running ``GemAgentLoop`` against ``PolicyServer``). Of exactly those episodes:
 
-* TRL: a real ``GEMGRPOTrainer`` computes ``turn_advantages`` (per turn) and ``token_advantages``
-  (per completion token) of the ``Episode`` objects the agent loop returned;
+* TRL: a real ``GEMGRPOTrainer`` computes ``turn_advantages`` (per turn) of the ``Episode`` objects
+  the agent loop returned, put on each turn's completion tokens by ``turn_values_on_tokens`` as its
+  scoring step does;
 * verl: ``compute_advantage_for_multi_trajectories`` with ``gem_<estimator>`` on the ``DataProto``
   of the agent loop's samples (``verl_cpu.VerlCPUTrainer.advantages``), per response token; a turn's
   value is read on its run of ``response_mask``.
@@ -34,7 +35,7 @@ OUT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "learning
 
 
 def trl_trainer(run: VerlRunConfig, folder: Path, workdir: Path):
-    from gem_adapters.models import load_model, load_tokenizer
+    from gem_adapters.runtime.models import load_model, load_tokenizer
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
 
     config = GEMGRPOConfig(
@@ -54,7 +55,7 @@ def trl_trainer(run: VerlRunConfig, folder: Path, workdir: Path):
 
 
 def compare(run: VerlRunConfig) -> list[str]:
-    from gem_adapters.advantages import mask_runs
+    from gem_adapters.algorithms.advantages import mask_runs, turn_values_on_tokens
     from gem_adapters.trl import episode_to_sample
 
     folder = warmed_up_policy(run.policy_spec())
@@ -77,7 +78,8 @@ def compare(run: VerlRunConfig) -> list[str]:
     for name in ESTIMATORS:
         trl.args.advantage_estimator = name
         trl_turns = trl.turn_advantages(episodes)
-        trl_tokens = trl.token_advantages(episodes, width)
+        spans = [s.turn_spans for s in samples]
+        trl_tokens = torch.from_numpy(turn_values_on_tokens(trl_turns, width, turn_spans=spans)).float()
         verl.advantages(batch, keys, f"gem_{name}")
         token_diff = turn_diff = 0.0
         for b, (sample, advantages) in enumerate(zip(samples, batch["advantages"].unbind())):

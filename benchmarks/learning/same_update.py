@@ -83,7 +83,7 @@ def compare(run: VerlRunConfig, policy: PolicySpec | None = None) -> dict:
     """``run.steps`` steps of both frameworks in lockstep (``policy`` overrides the warmed-up policy's
     spec): per step the batch's size, each framework's loss and gradient norms and how far apart the
     two gradients are; at the end how far apart the two accumulated updates are."""
-    from gem_adapters.models import load_model
+    from gem_adapters.runtime.models import load_model
 
     run = replace(run, warmup_steps=0)
     spec = policy or run.policy_spec()

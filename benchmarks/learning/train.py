@@ -27,8 +27,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 
 from benchmarks.learning.common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
-from gem_adapters.advantages import TurnBatch, rebn, register_estimator
-from gem_adapters.run_log import RunLog
+from gem_adapters.algorithms.advantages import TurnBatch, rebn, register_estimator
+from gem_adapters.runtime.run_log import RunLog
 from gem_core.parsing import extract_boxed
 
 _shuffle = np.random.default_rng(0)  # reseeded with the run's seed by build_trainer()
@@ -145,7 +145,7 @@ def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
     global _shuffle
     from transformers import set_seed
 
-    from gem_adapters.models import load_model, load_tokenizer
+    from gem_adapters.runtime.models import load_model, load_tokenizer
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, GEMPPOConfig, GEMPPOTrainer, tasks_dataset
 
     set_seed(run.seed)

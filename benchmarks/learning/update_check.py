@@ -25,7 +25,7 @@ import torch
 
 from benchmarks.learning.common import LEARNING_ENVS, PolicySpec, warmed_up_policy
 from benchmarks.learning.train import RunConfig, build_trainer
-from gem_adapters.models import load_model
+from gem_adapters.runtime.models import load_model
 from gem_adapters.trl.rollout import episode_to_sample
 
 RANGE = re.compile(r"between (\d+) and (\d+)")

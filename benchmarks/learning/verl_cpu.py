@@ -205,8 +205,8 @@ class VerlCPUTrainer:
         from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
         from verl.utils.dataset.rl_dataset import RLHFDataset
 
-        from gem_adapters.models import load_model, load_tokenizer
         from gem_adapters.policies.transformers_policy import TransformersPolicy
+        from gem_adapters.runtime.models import load_model, load_tokenizer
         from gem_adapters.verl.advantages import register_estimators
         from gem_adapters.verl.policy_server import PolicyServer
         from gem_adapters.verl.rows import AGENT_NAME, task_rows, write_dataset

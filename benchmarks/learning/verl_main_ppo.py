@@ -44,7 +44,7 @@ from benchmarks.learning.train import (
     check_verl_run,
     parse_run,
 )
-from gem_adapters.jsonl import read_jsonl, write_jsonl
+from gem_adapters.episodes.jsonl import read_jsonl, write_jsonl
 from gem_adapters.verl.rollout import GemAgentLoop
 
 REPO = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ DEVICES = 2  # Ray logical GPUs: actor_train on 0, actor_infer on 1 (see agentic
 
 
 def write_model(folder: Path) -> Path:
-    from gem_adapters.models import load_tokenizer, tiny_causal_lm
+    from gem_adapters.runtime.models import load_tokenizer, tiny_causal_lm
 
     if not (folder / "config.json").exists():
         tokenizer = load_tokenizer("smollm2")

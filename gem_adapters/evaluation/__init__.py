@@ -22,14 +22,14 @@ Metrics per env (and their mean over envs):
                          summed over turns (what an API bills), and the generated tokens; None for
                          agents that do not use tokens
 ``success_rate``, ``mean_return``, ``mean_turns``, ``format_error_rate``, ``invalid_move_rate`` and
-``completion_tokens`` are ``gem_adapters.episode_stats``'s ``success_rate``, ``return``, ``turns``,
+``completion_tokens`` are ``gem_adapters.episodes.episode_stats``'s ``success_rate``, ``return``, ``turns``,
 ``format_error_rate``, ``invalid_move_rate`` and ``generated_tokens_per_episode`` of the env's episodes.
 
 An env the agent cannot play (the ``solver`` agent on an env without a scripted solver) is skipped
 with a warning and listed, with the reason, under ``skipped`` in ``metrics.json`` and in the report;
 the other envs are played. With nothing left to play, the evaluation fails with that list.
 
-Output folder: ``trajectories.jsonl`` (``gem_adapters.jsonl.read_jsonl`` reads it),
+Output folder: ``trajectories.jsonl`` (``gem_adapters.episodes.jsonl.read_jsonl`` reads it),
 ``metrics.json`` (numbers only, identical across deterministic reruns), ``report.md`` and the charts
 ``summary.png`` and ``returns.png``.
 

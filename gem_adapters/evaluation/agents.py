@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.evaluation.config import EvalConfig
 from gem_adapters.evaluation.errors import EvalError, one_line, reason
 from gem_adapters.policies.base import Policy
@@ -84,8 +84,8 @@ def load_agent(
 
 
 def _local_agent(model: str, config: EvalConfig, tokenizer_name: str | None) -> Agent:
-    from gem_adapters.models import load_model, load_tokenizer, tiny_causal_lm
     from gem_adapters.policies.transformers_policy import TransformersPolicy
+    from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
 
     try:
         if model == "tiny":
@@ -123,7 +123,7 @@ def endpoint_base(url: str) -> str:
 def _endpoint_agent(
     url: str, config: EvalConfig, tokenizer_name: str | None, served_model: str | None, api_key: str | None
 ) -> Agent:
-    from gem_adapters.models import load_tokenizer
+    from gem_adapters.runtime.models import load_tokenizer
 
     base = endpoint_base(url)
     root = None

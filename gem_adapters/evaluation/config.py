@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.episode import Episode
 from gem_adapters.evaluation.errors import EvalError
 
 DEFAULT_SYSTEM_PROMPT = (

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gem_adapters.episode import Episode, Turn
+from gem_adapters.episodes.episode import Episode, Turn
 from gem_adapters.evaluation.agents import Agent
 from gem_adapters.evaluation.config import EvalConfig
 from gem_adapters.evaluation.errors import EvalError, one_line
@@ -131,7 +131,7 @@ def _run_text(agent: Agent, config: EvalConfig, job: Job, tools: list[Any], bar:
 def _run_model(
     agent: Agent, config: EvalConfig, jobs: list[Job], tools: list[Any], bar: Any
 ) -> list[Episode]:
-    from gem_adapters.rollout import rollout
+    from gem_adapters.runtime.rollout import rollout
     from gem_core.vector import AsyncVectorEnv, SyncVectorEnv
 
     params = SamplingParams(

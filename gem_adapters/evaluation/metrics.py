@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gem_adapters.episode import Episode
-from gem_adapters.episode_stats import episode_stats
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.episode_stats import episode_stats
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gem_adapters.episodes.jsonl import write_jsonl
 from gem_adapters.evaluation.config import EvalResult
-from gem_adapters.jsonl import write_jsonl
 
 
 def table_rows(metrics: dict[str, Any], k: int) -> tuple[list[str], list[list[str]]]:
@@ -98,7 +98,7 @@ def write_report(result: EvalResult, out_dir: Path, *, command: str | None = Non
         "",
         "![returns](returns.png)",
         "",
-        "Files: `trajectories.jsonl` (one episode per line; `gem_adapters.jsonl.read_jsonl` reads it), "
+        "Files: `trajectories.jsonl` (one episode per line; `gem_adapters.episodes.jsonl.read_jsonl` reads it), "
         "`metrics.json` (the numbers above).",
         "",
     ]

@@ -2,7 +2,7 @@
 
 ``transition_advantages(episodes, estimator="rebn")`` takes Oat's episodes (lists of ``Transition``,
 one per turn) and computes per-turn advantages with the named estimator of
-``gem_adapters.advantages`` (read from the registry at call time; one that needs a critic's values or
+``gem_adapters.algorithms.advantages`` (read from the registry at call time; one that needs a critic's values or
 group ids is refused, Oat's learner has neither). For ReBN: per-turn discounted returns
 ``G_t = r_t + gamma * G_{t+1}`` normalised over every turn of the batch, on all learners together when
 ``reduce_fn`` all-reduces (the one ReBN implementation of the project). It writes what Oat's
@@ -35,14 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from gem_adapters.advantages import compute_advantages_flat, discounted_returns, get_estimator
+from gem_adapters.algorithms.advantages import compute_advantages_flat, discounted_returns, require_estimator
 
 
 def check_estimator(name: str) -> None:
     """Raise unless ``name`` is a shared estimator Oat's learner can feed (no critic values, no groups)."""
-    spec = get_estimator(name)
-    if spec.needs_values or spec.needs_groups:
-        raise ValueError(f"Oat's learner has neither critic values nor episode groups for {name!r}")
+    require_estimator(name, values=False, groups=False, trainer="Oat's learner")
 
 
 def transition_advantages(

@@ -41,16 +41,16 @@ from oat.args import default_args_validation
 from oat.types import Transition
 from torch.utils.data import Dataset
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
-from gem_adapters.episode_stats import episode_stats
-from gem_adapters.jsonl import write_jsonl
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.episode_stats import episode_stats
+from gem_adapters.episodes.jsonl import write_jsonl
 from gem_adapters.oat.advantages import check_estimator, transition_advantages
 from gem_adapters.oat.transitions import episodes_to_transitions
 from gem_adapters.oat.vllm_policy import OatVLLMPolicy
 from gem_adapters.policies.base import SamplingParams
-from gem_adapters.rollout import rollout
-from gem_adapters.rollout_limits import RolloutLimits
+from gem_adapters.runtime.rollout import rollout
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 
 SEEDS_PER_ACTOR = 10**8  # actor i draws training seeds from [seed + i * SEEDS_PER_ACTOR, ...)
 

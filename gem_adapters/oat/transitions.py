@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.episode import Episode
 
 if TYPE_CHECKING:
     from oat.types import Transition

@@ -7,8 +7,9 @@
   sends) on per-turn rewards, replacing
   ``RemoteExperienceMaker.compute_advantages_and_returns``; its docstring says how OpenRLHF's own
   ``reinforce`` with ``gamma`` differs.
-* ``hook``: ``GemOpenRLHFConfig``, the one configuration of a run (the estimator, CPU), and how it reaches
-  OpenRLHF's Ray workers (``RAY_RUNTIME_ENV_HOOK``).
+* ``config``: ``GemOpenRLHFConfig``, the one configuration of a run (the estimator, CPU), the
+  environment variables that carry it and their one reader; ``hook``: how it reaches OpenRLHF's Ray
+  workers (``RAY_RUNTIME_ENV_HOOK``) and the estimator swap there (a pinned ``Patch``).
 * ``rows``: tasks into the prompt JSONL (the whole task per row, as the label).
 
 ``examples/train_openrlhf.py`` launches ``openrlhf.cli.train_ppo_ray`` with all of it. Importing this

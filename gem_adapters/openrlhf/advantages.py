@@ -18,7 +18,7 @@ Where the turns come from:
   initial state; the ``--rollout.n_samples_per_prompt`` samples of a row form one group.
 * **state keys** (GiGPO, and any estimator registered with ``needs_state_keys``): the executor puts
   each turn's env state key before its action (``Turn.state_key``) in ``extra_logs["gem_state_keys"]``
-  as an integer code (``gem_adapters.advantages.state_key_code``: -1 for no key, else 63 bits of a
+  as an integer code (``gem_adapters.algorithms.advantages.state_key_code``: -1 for no key, else 63 bits of a
   BLAKE2b digest of the key's JSON), because OpenRLHF turns every ``extra_logs`` entry into a tensor;
   equal keys have equal codes in every engine actor, and the codes group turns as the keys would.
 
@@ -28,7 +28,7 @@ off), and a change OpenRLHF's length penalties (``--reward.overlong_buffer_len``
 ``--reward.stop_properly_penalty_coef``) make to the sample's reward is added to its last turn (note
 that the overlong penalty measures a multi-turn sample from its first to its last action token,
 env ids included, against ``--rollout.max_new_tokens``, which the executor applies per turn). Then
-``gem_adapters.advantages.token_advantages`` (the function every adapter calls) runs the estimator
+``gem_adapters.algorithms.advantages.token_advantages`` (the function every adapter calls) runs the estimator
 once over every turn of the rollout batch, with ``gamma`` = ``--algo.advantage.gamma`` applied per
 turn, and puts each turn's advantage on its action tokens; ``returns`` holds the per-turn discounted
 returns the same way, and ``info["return"]`` the episode's return. This module only decodes
@@ -51,40 +51,24 @@ How this differs from ``--algo.advantage.estimator reinforce --algo.advantage.ga
 4. OpenRLHF resets ``gamma`` to 1 for every estimator except ``reinforce`` and ``gae``.
 
 Run with ``--algo.advantage.estimator reinforce`` (no critic, no group-size check; the replacement
-ignores the name) and ``GEM_OPENRLHF_ESTIMATOR`` naming the GEM estimator (see ``hook``).
+ignores the name) and ``GEM_OPENRLHF_ESTIMATOR`` naming the GEM estimator (see ``config``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from gem_adapters.advantages import as_numpy, get_estimator, mask_runs, token_advantages
-from gem_adapters.advantages import estimator_names as shared_estimator_names
+from gem_adapters.algorithms.advantages import as_numpy, get_estimator, mask_runs, token_advantages
+from gem_adapters.openrlhf.config import ESTIMATOR_ENV
 
-ESTIMATOR_ENV = "GEM_OPENRLHF_ESTIMATOR"
 TURN_REWARDS = "gem_turn_rewards"
 STATE_KEYS = "gem_state_keys"
 NUM_TURNS = "gem_num_turns"
 SUCCESS = "gem_success"
-
-
-def estimator_names() -> list[str]:
-    """The shared estimators OpenRLHF can feed (no critic values; state keys travel with the samples),
-    read from the registry at call time."""
-    return shared_estimator_names(values=False, state_keys=True)
-
-
-def configured_estimator() -> str | None:
-    """The GEM estimator named by ``GEM_OPENRLHF_ESTIMATOR`` (None when unset)."""
-    name = os.environ.get(ESTIMATOR_ENV) or None
-    if name is not None and name not in estimator_names():
-        raise ValueError(f"{ESTIMATOR_ENV}={name!r}: choose one of {estimator_names()}")
-    return name
 
 
 def compute_advantages_and_returns(self: Any, experiences: list[Any], *, estimator: str) -> list[Any]:

@@ -6,7 +6,7 @@ a reward or an estimator through the real trainer, or train a small model, on CP
 runs ``openrlhf.cli.train_ppo_ray`` in this process with ``CPU_FLAGS`` before the given flags (a flag
 given again wins). ``--gem.estimator NAME`` (this command's own flag) replaces OpenRLHF's estimator by
 the GEM one (launch with ``--algo.advantage.estimator reinforce``). The run is configured by
-``GemOpenRLHFConfig(estimator=NAME, cpu=True)`` (``gem_adapters.openrlhf.hook``), whose
+``GemOpenRLHFConfig(estimator=NAME, cpu=True)`` (``gem_adapters.openrlhf.config``), whose
 ``environment()`` joins, unless already set, that of ``cpu_environment()``: DeepSpeed's CPU
 accelerator (``DS_ACCELERATOR=cpu``, gloo), a private Ray instance whose logical GPUs stand for the
 slots OpenRLHF's actors ask for (``num_gpus``), vLLM's CPU build without core pinning. Through it Ray
@@ -18,7 +18,7 @@ processes that vLLM spawns (not Ray workers): the patched engine actors name thi
 ``scripts/install.sh``; ``scripts/openrlhf_cpu_smoke.sh`` runs 2 steps with the GEM agent and ReBN.
 
 ``PATCHES`` replace OpenRLHF's hard-coded CUDA calls, each pinned to the OpenRLHF 0.11.2 lines it
-replaces (``gem_adapters.patching``; ``tests/adapters/openrlhf/test_cpu.py`` reads those lines from the
+replaces (``gem_adapters.runtime.patching``; ``tests/adapters/openrlhf/test_cpu.py`` reads those lines from the
 installed OpenRLHF and fails when one changes). Nothing of OpenRLHF, DeepSpeed or vLLM is mocked: their
 code runs on CPU. What the patches do not cover stays GPU-only: CUDA-IPC and NCCL weight sync,
 flash-attention, packing/ring attention, sleep mode, several GPUs. OpenRLHF trains in bf16 (its
@@ -40,8 +40,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gem_adapters.openrlhf.hook import ESTIMATOR_ENV, GemOpenRLHFConfig
-from gem_adapters.patching import Line, Patch, PatchSet, wrap
+from gem_adapters.openrlhf.config import ESTIMATOR_ENV, GemOpenRLHFConfig
+from gem_adapters.runtime.patching import Line, Patch, PatchSet, wrap
 
 WORKER_EXTENSION = f"{__name__}.WorkerWrap"
 OPENRLHF_WORKER_EXTENSION = "openrlhf.trainer.ray.vllm_worker_wrap.WorkerWrap"
@@ -221,10 +221,10 @@ def _gloo_weight_sync(module: ModuleType) -> None:
 def update_weight(self: Any, name: str, dtype: Any, shape: Any, empty_cache: bool = False) -> None:
     """``WorkerWrap.update_weight`` on CPU: receive the broadcast weight on the CPU and keep it; with the
     last parameter of the sync (``empty_cache=True``, ``ppo_actor.py:427``) load them all through vLLM's
-    ``reload_weights`` (``gem_adapters.vllm_weights``) and print one line with the count and time."""
+    ``reload_weights`` (``gem_adapters.runtime.vllm_weights``) and print one line with the count and time."""
     import torch
 
-    from gem_adapters.vllm_weights import reload_weights
+    from gem_adapters.runtime.vllm_weights import reload_weights
 
     if dtype != self.model_config.dtype:
         raise ValueError(
@@ -382,10 +382,11 @@ def parse_gem_flags(argv: list[str]) -> tuple[GemOpenRLHFConfig, list[str]]:
     )
     parser.add_argument("--gem.estimator", dest="estimator", default=None)
     known, rest = parser.parse_known_args(argv)
-    if known.estimator is None and os.environ.get(ESTIMATOR_ENV):
+    configured = GemOpenRLHFConfig.from_environment().estimator
+    if known.estimator is None and configured is not None:
         raise SystemExit(
             f"{ESTIMATOR_ENV} is set in the environment: name the estimator with --gem.estimator "
-            f"{os.environ[ESTIMATOR_ENV]} (the variable only carries it to Ray's workers)"
+            f"{configured} (the variable only carries it to Ray's workers)"
         )
     return GemOpenRLHFConfig(estimator=known.estimator, cpu=True), rest
 

@@ -7,8 +7,8 @@ engine actor and awaits, for every sample of every prompt row::
 
 Here the row's label names the task (env id, seed, env kwargs, system prompt, turn limit; see
 ``gem_adapters.openrlhf.rows``). ``GemEnvInstance`` (an ``AgentInstanceBase``) makes the env and
-resets it with that seed; the executor plays the episode with ``gem_adapters.rollout.aplay_episode``
-(observations rendered by ``gem_adapters.chat_renderer.ChatRenderer``, token-exact and incremental),
+resets it with that seed; the executor plays the episode with ``gem_adapters.runtime.rollout.aplay_episode``
+(observations rendered by ``gem_adapters.episodes.chat_renderer.ChatRenderer``, token-exact and incremental),
 generating each action through ``llm_engine.generate`` (token ids in and out) and passing the action
 text to the instance's ``step``, and returns the episode in the form OpenRLHF's ``SamplesGenerator``
 turns into an ``Experience``::
@@ -36,10 +36,10 @@ which it truncates samples; ``aplay_episode``'s ``max_context_tokens``): each ac
 most what is left, keeping room for the closing end-of-turn ids, and at most
 ``sampling_params.max_tokens`` (``--rollout.max_new_tokens``) when that is set. ``max_turns``
 (label) caps the actions. An episode stopped by a budget has ``info["stopped_by"]`` set and its last
-turn flagged truncated, as in ``gem_adapters.rollout``.
+turn flagged truncated, as in ``gem_adapters.runtime.rollout``.
 
 State keys: ``GemEnvInstance`` reports the env's ``state_key()`` in the ``info`` of its ``reset`` and
-``step`` (as ``info["state_key"]``, the key ``gem_adapters.rollout`` reads), so each turn of the
+``step`` (as ``info["state_key"]``, the key ``gem_adapters.runtime.rollout`` reads), so each turn of the
 episode records the state before its action (``Turn.state_key``, GiGPO's anchor). Another instance
 class that reports none gives turns without a key.
 
@@ -59,20 +59,15 @@ from typing import Any
 
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from gem_adapters.advantages import state_key_code
-from gem_adapters.chat_renderer import ChatRenderer, shared_renderer
-from gem_adapters.episode import Episode
-from gem_adapters.openrlhf.advantages import (
-    NUM_TURNS,
-    STATE_KEYS,
-    SUCCESS,
-    TURN_REWARDS,
-    configured_estimator,
-)
+from gem_adapters.algorithms.advantages import state_key_code
+from gem_adapters.episodes.chat_renderer import ChatRenderer, shared_renderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.openrlhf.advantages import NUM_TURNS, STATE_KEYS, SUCCESS, TURN_REWARDS
+from gem_adapters.openrlhf.config import GemOpenRLHFConfig
 from gem_adapters.openrlhf.rows import Task
 from gem_adapters.policies.base import Generation, SamplingParams
-from gem_adapters.rollout import aplay_episode
-from gem_adapters.rollout_limits import RolloutLimits
+from gem_adapters.runtime.rollout import aplay_episode
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 
 
 class GemEnvInstance(AgentInstanceBase):
@@ -236,7 +231,11 @@ class GemAgentExecutor(MultiTurnAgentExecutor):
         sample = episode.to_prompt_response()
         rewards = [float(turn.reward) for turn in episode.turns]
         extra_logs = {**extra_logs, NUM_TURNS: episode.num_turns, SUCCESS: float(episode.success)}
-        if self.turn_rewards if self.turn_rewards is not None else configured_estimator() is not None:
+        if (
+            self.turn_rewards
+            if self.turn_rewards is not None
+            else GemOpenRLHFConfig.from_environment().estimator
+        ):
             extra_logs[TURN_REWARDS] = rewards
             extra_logs[STATE_KEYS] = [state_key_code(turn.state_key) for turn in episode.turns]
         output = {

@@ -22,14 +22,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gem_adapters import tasks as shared
+from gem_adapters.episodes import tasks as shared
 
 INPUT_KEY = "prompt"
 LABEL_KEY = "label"
 
 
 class Task(shared.Task):
-    """A ``gem_adapters.tasks.Task`` as a row's label: JSON text."""
+    """A ``gem_adapters.episodes.tasks.Task`` as a row's label: JSON text."""
 
     def to_label(self) -> str:
         return self.to_json()
@@ -41,7 +41,7 @@ class Task(shared.Task):
 
 
 def task_rows(tasks: Iterable[shared.Task]) -> list[dict[str, str]]:
-    """One row per task, in order (``gem_adapters.tasks.make_tasks`` makes the usual ones)."""
+    """One row per task, in order (``gem_adapters.episodes.tasks.make_tasks`` makes the usual ones)."""
     return [
         {INPUT_KEY: str(observation), LABEL_KEY: task.to_json(), "datasource": task.env_id}
         for task, observation in shared.with_first_observations(tasks)

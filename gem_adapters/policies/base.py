@@ -1,7 +1,7 @@
 """The policy protocol: token-id prompts in, generated token ids (+ their logprobs) out.
 
 A policy never sees text. The rollout driver renders observations into token ids (see
-``gem_adapters.chat_renderer``) and keeps the generated ids exactly as produced, so training uses the
+``gem_adapters.episodes.chat_renderer``) and keeps the generated ids exactly as produced, so training uses the
 tokens the model actually sampled: text is never re-tokenised.
 
 ``Generation.token_ids`` includes the stop token when generation ended on one (``finish_reason ==

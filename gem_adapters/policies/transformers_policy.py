@@ -6,7 +6,7 @@ Two generation paths, the same samples:
   ``KVEngine`` keeps key/value rows between calls, so a multi-turn episode prefills only what was
   appended since its last turn, a batch's shared system prompt and worked game are computed once,
   and sequences join and leave the decoding batch one step at a time (continuous batching). The
-  rollout drivers (``gem_adapters.rollout``) use it directly: an episode's next turn joins as soon as
+  rollout drivers (``gem_adapters.runtime.rollout``) use it directly: an episode's next turn joins as soon as
   its env has answered, and its cache is dropped when the episode ends. ``max_cache_tokens`` bounds
   the KV kept between generations (least recently used rows are evicted, counted in ``stats()``;
   0 keeps none).

@@ -15,7 +15,7 @@ inference are not supported on CPU (ROLL's CUDA-IPC serialiser, ``roll/utils/sen
 
 ROLL (github.com/alibaba/ROLL) is not on PyPI: put a checkout on ``PYTHONPATH`` with its requirements
 installed (``scripts/roll_cpu_attempt.sh`` says how). ``PATCHES`` were written against ROLL commit
-``ROLL_COMMIT``; each names the ROLL lines it works around (``gem_adapters.patching``), and
+``ROLL_COMMIT``; each names the ROLL lines it works around (``gem_adapters.runtime.patching``), and
 ``tests/adapters/roll/test_cpu.py`` reads those lines from the checkout (``ROLL_SRC``) and fails when one
 changes. Nothing of ROLL is copied or edited: each patch wraps or adds methods when ROLL's module is imported.
 """
@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
-from gem_adapters.patching import Line, Patch, PatchSet, wrap
+from gem_adapters.runtime.patching import Line, Patch, PatchSet, wrap
 
 ROLL_COMMIT = "8eb27cc2dc34c4d1310b169d9b86d339004d811a"
 DEVICES_ENV = "GEM_ROLL_CPU_DEVICES"  # how many Ray logical GPUs stand for ROLL's devices

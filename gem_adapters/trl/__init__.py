@@ -1,13 +1,14 @@
 """TRL glue: GEM episodes inside TRL's ``GRPOTrainer``.
 
 ``GEMGRPOConfig`` (a ``GRPOConfig`` with the episode and advantage settings), ``GEMGRPOTrainer``
-(per-turn advantages from ``gem_adapters.advantages`` on each turn's tokens: ``advantages``),
+(per-turn advantages from ``gem_adapters.algorithms.advantages`` on each turn's tokens: ``trainer``),
 ``task_rows`` / ``tasks_dataset`` / ``prompt_task`` (``rows``: what the trainer's dataset holds, each
-``gem_adapters.tasks.Task`` whole as JSON), ``make_rollout_func`` (``rollout``: the ``rollout_func``
+``gem_adapters.episodes.tasks.Task`` whole as JSON), ``make_rollout_func`` (``rollout``: the ``rollout_func``
 that plays the episodes) and
-``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``), and ``GEMSFTTrainer`` / ``sft_warm_up`` (a
+``VLLMPolicy`` (TRL's vLLM backend as a ``Policy``), ``EpisodeBatchCallback`` (a script's own row
+per training step), and ``GEMSFTTrainer`` / ``sft_warm_up`` (a
 supervised warm-up on episodes a scripted player plays). Both trainers compute each distinct prefix of a micro-batch
-once in the learner (``gem_adapters.prefix_tree``).
+once in the learner (``gem_adapters.algorithms.prefix_tree``).
 
 Vision-language models train the same way: pass the model's processor as ``processing_class`` and
 ``tasks_dataset`` of an image env (e.g. ``math:GeometryFigures-v0-easy``), whose rows then carry the
@@ -19,10 +20,11 @@ from gem_adapters.trl.critic import GEMPPOTrainer, TurnCritic
 from gem_adapters.trl.rollout import EpisodeSample, episode_to_sample, make_rollout_func
 from gem_adapters.trl.rows import parse_task_prompt, prompt_task, task_prompt, task_rows, tasks_dataset
 from gem_adapters.trl.sft import GEMSFTTrainer, sft_warm_up
-from gem_adapters.trl.trainer import GEMGRPOTrainer, episode_return
+from gem_adapters.trl.trainer import EpisodeBatchCallback, GEMGRPOTrainer, episode_return
 from gem_adapters.trl.vllm_policy import VLLMPolicy
 
 __all__ = [
+    "EpisodeBatchCallback",
     "EpisodeSample",
     "GEMGRPOConfig",
     "GEMGRPOTrainer",

@@ -29,7 +29,7 @@ class GEMGRPOConfig(GRPOConfig):
     advantage_estimator: str = field(
         default="rebn",
         metadata={
-            "help": "A name from gem_adapters.advantages.ESTIMATORS: 'rebn' (return batch normalisation, per turn), "
+            "help": "A name from gem_adapters.algorithms.advantages.ESTIMATORS: 'rebn' (return batch normalisation, per turn), "
             "'grpo', 'dr_grpo', 'rloo' (per episode, over its group), 'reinforce'."
         },
     )
@@ -58,7 +58,7 @@ class GEMGRPOConfig(GRPOConfig):
         default=True,
         metadata={
             "help": "Compute each distinct prefix of a micro-batch's episodes once in the learner's forward "
-            "(gem_adapters.prefix_tree; TRL's padded forward where the model does not allow it)."
+            "(gem_adapters.algorithms.prefix_tree; TRL's padded forward where the model does not allow it)."
         },
     )
 
@@ -87,17 +87,19 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError("max_turns must be at least 1")
         if self.max_tree_tokens is not None and self.max_tree_tokens < 1:
             raise ValueError("max_tree_tokens must be at least 1 (or None)")
-        from gem_adapters.advantages import get_estimator
+        from gem_adapters.algorithms.advantages import require_estimator
 
-        try:
-            estimator = get_estimator(self.advantage_estimator)
-        except KeyError as exc:
-            raise ValueError(f"unknown advantage_estimator: {exc.args[0]}") from None
-        if estimator.needs_values != self.trains_critic:
+        trainer = (
+            "GEMPPOTrainer"
+            if self.trains_critic
+            else "GEMGRPOTrainer (a critic: GEMPPOConfig, GEMPPOTrainer)"
+        )
+        estimator = require_estimator(
+            self.advantage_estimator, values=self.trains_critic, state_keys=True, trainer=trainer
+        )
+        if self.trains_critic and not estimator.needs_values:
             raise ValueError(
-                f"{estimator.name!r} needs a critic's values: use GEMPPOConfig with GEMPPOTrainer"
-                if not self.trains_critic
-                else "GEMPPOTrainer's advantages come from its critic's values: advantage_estimator must be a "
+                "GEMPPOTrainer's advantages come from its critic's values: advantage_estimator must be a "
                 f"registered estimator with needs_values=True, one of {value_estimator_names()}, not {estimator.name!r}"
             )
 
@@ -107,7 +109,7 @@ class GEMGRPOConfig(GRPOConfig):
 def value_estimator_names() -> list[str]:
     """The registered estimators that read a critic's values (``needs_values``): what ``GEMPPOConfig``
     accepts (``"gae"`` and any a plugin registers)."""
-    from gem_adapters.advantages import estimator_names, get_estimator
+    from gem_adapters.algorithms.advantages import estimator_names, get_estimator
 
     return [name for name in estimator_names(values=True) if get_estimator(name).needs_values]
 

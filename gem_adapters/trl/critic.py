@@ -5,8 +5,8 @@ from the policy's weights (head at zero). Its value of turn ``k`` is read at the
 action ``k`` (the end of the prompt the policy answered), so the value is a function of the state
 the policy acted in. Two separate calls per generation batch:
 
-* scoring (``turn_advantages``, called by TRL's generation step) computes advantages and trains
-  nothing: values ``V(s_k)`` for every turn (no gradient), then the configured
+* scoring (``turn_advantages``, the trainer's one advantage hook, called by TRL's generation step)
+  computes advantages and trains nothing: values ``V(s_k)`` for every turn (no gradient), then the configured
   ``advantage_estimator`` on them, optionally whitened over the batch's turns; the advantages go on
   each turn's tokens and TRL's clipped policy loss trains the policy, exactly as for the critic-free
   estimators. The estimator is any registered one that reads values (``needs_values=True``):
@@ -38,8 +38,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from gem_adapters.advantages import advantages_for_episodes
-from gem_adapters.episode import Episode
+from gem_adapters.algorithms.advantages import advantages_for_episodes
+from gem_adapters.episodes.episode import Episode
 from gem_adapters.trl.config import GEMPPOConfig
 from gem_adapters.trl.trainer import GEMGRPOTrainer
 

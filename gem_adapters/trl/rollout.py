@@ -16,14 +16,16 @@ One episode, one sample (``episode_to_sample``)::
     env_mask        =    1 1 1 |   0 0 0 0 0 0    |  1 1 1   | ... | 1 1 1
     logprobs        = the policy's logprob of each action id, 0.0 on env/template ids
 
-``env_mask`` becomes TRL's tool mask: env and template ids get no loss. The completion stops at the
+``env_mask`` becomes TRL's tool mask: env and template ids get no loss. ``turn_spans`` (each
+action's ``(start, end)`` in ``completion_ids``) ride in the row to the trainer's scoring step, which
+puts each turn's advantage on them: the sample is laid out once per episode, here. The completion stops at the
 last action's last id, so TRL's truncation test (does the completion end with EOS?) is true exactly
 when the last action was cut off by ``max_turn_tokens``.
 
 Generation: with ``use_vllm`` the trainer's vLLM backend (``VLLMPolicy``, colocate or server mode,
 text only); otherwise the trainer's own (unwrapped) model: a ``TransformersPolicy``, all active
 episodes batched per turn by the shared rollout driver, or, when ``processing_class`` is a
-multimodal processor, a ``VisionLanguagePolicy`` (``gem_adapters.multimodal``).
+multimodal processor, a ``VisionLanguagePolicy`` (``gem_adapters.policies.multimodal``).
 
 Vision-language models (e.g. ``math:GeometryFigures-v0``): TRL builds the image tensors of its
 forward pass from the dataset row's ``images`` column, not from the rollout. ``tasks_dataset``
@@ -48,12 +50,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.tasks import Task
 from gem_adapters.policies.base import Policy, SamplingParams
-from gem_adapters.rollout import rollout
-from gem_adapters.rollout_limits import RolloutLimits
-from gem_adapters.tasks import Task
+from gem_adapters.runtime.rollout import rollout
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 from gem_adapters.trl.rows import prompt_task
 
 RolloutFunc = Callable[[list[Any], Any], dict[str, Any]]
@@ -95,8 +97,8 @@ def make_rollout_func(
     """A TRL ``rollout_func`` that plays one GEM episode per prompt (a ``task_prompt``).
 
     Besides ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask`` it returns, per sample,
-    ``episode`` (the ``Episode``; TRL passes it to the reward functions) and, for the whole call,
-    ``rollout_seconds``. An episode must show exactly the images of its prompt (its dataset row's,
+    ``episode`` (the ``Episode``) and ``turn_spans`` (TRL merges both into the sample's row) and, for
+    the whole call, ``rollout_seconds``. An episode must show exactly the images of its prompt (its dataset row's,
     which TRL's forward pass gets): otherwise a ``ValueError`` says why.
     """
 
@@ -217,6 +219,7 @@ def rollout_output(episodes: list[Episode], rollout_seconds: float) -> dict[str,
         "completion_ids": [s.completion_ids for s in samples],
         "logprobs": [s.logprobs for s in samples],
         "env_mask": [s.env_mask for s in samples],
+        "turn_spans": [s.turn_spans for s in samples],
         "episode": episodes,
         "rollout_seconds": rollout_seconds,
     }
@@ -236,7 +239,7 @@ def _num_images(prompt: Any) -> int:
 
 def _check_images(prompt: Any, episode: Episode) -> None:
     """TRL's forward pass sees the images of the episode's dataset row, not the episode's own."""
-    from gem_adapters.multimodal import images_only_in_first_prompt
+    from gem_adapters.policies.multimodal import images_only_in_first_prompt
 
     where = f"episode of {episode.env_id} (seed {episode.seed})"
     if not images_only_in_first_prompt(episode):
@@ -278,7 +281,7 @@ class _policy_for:
         )
         model = self._context.__enter__()
         if hasattr(trainer.processing_class, "image_processor"):
-            from gem_adapters.multimodal import VisionLanguagePolicy
+            from gem_adapters.policies.multimodal import VisionLanguagePolicy
 
             return VisionLanguagePolicy(model, trainer.processing_class, seed=self.seed)
         return TransformersPolicy(

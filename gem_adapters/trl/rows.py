@@ -15,12 +15,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gem_adapters.tasks import Task, make_tasks
+from gem_adapters.episodes.tasks import Task, make_tasks
 
 
 def task_rows(tasks: Iterable[Task], *, images: bool | None = None):
     """A ``datasets.Dataset`` with one row per task, in order (columns ``prompt``, ``env_id``,
-    ``seed``; ``gem_adapters.tasks.make_tasks`` makes the usual tasks).
+    ``seed``; ``gem_adapters.episodes.tasks.make_tasks`` makes the usual tasks).
 
     With ``images`` (``None``: when some env id's first observation has images) each row also holds
     the images of its task's first observation (``images``, empty for a text env) and its ``prompt``
@@ -28,7 +28,7 @@ def task_rows(tasks: Iterable[Task], *, images: bool | None = None):
     episode showed."""
     from datasets import Dataset
 
-    from gem_adapters.multimodal import first_observation_images
+    from gem_adapters.policies.multimodal import first_observation_images
 
     tasks = list(tasks)
     if images is None:

@@ -1,11 +1,11 @@
 """A supervised warm-up with TRL: ``GEMSFTTrainer`` (``SFTTrainer`` over each micro-batch's prefix tree) and
 ``sft_warm_up`` (fine-tune on episodes a scripted player plays).
 
-A supervised warm-up on scripted episodes (``gem_adapters.warmup``) trains on sequences that mostly
+A supervised warm-up on scripted episodes (``gem_adapters.algorithms.warmup``) trains on sequences that mostly
 repeat each other: the same system prompt, worked game and rules, and a solver that plays the same
 moves from the same states. ``compute_loss`` computes the same loss as ``SFTTrainer`` (the mean negative
 log likelihood of the labelled tokens, over ``num_items_in_batch`` when TRL passes it) from one forward
-over the micro-batch's prefix tree (``gem_adapters.prefix_tree``) and logs the same ``entropy`` and
+over the micro-batch's prefix tree (``gem_adapters.algorithms.prefix_tree``) and logs the same ``entropy`` and
 ``mean_token_accuracy``; it falls back to ``SFTTrainer``'s own forward where the tree cannot serve
 (a wrapped or unsupported model, padding-free or packed batches, images, another loss type).
 """
@@ -18,9 +18,9 @@ from typing import Any
 import torch
 from trl import SFTConfig, SFTTrainer
 
-from gem_adapters import prefix_tree
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.warmup import Player, scripted_episodes, sft_rows, solver
+from gem_adapters.algorithms import prefix_tree
+from gem_adapters.algorithms.warmup import Player, scripted_episodes, sft_rows, solver
+from gem_adapters.episodes.chat_renderer import ChatRenderer
 
 
 class GEMSFTTrainer(SFTTrainer):

@@ -6,26 +6,33 @@ Two changes to ``GRPOTrainer``, both through the hooks TRL offers:
   episode, env and template tokens carry ``env_mask = 0`` and get no loss;
 * scoring: ``_generate_and_score_completions`` runs TRL's own version, then replaces its advantages
   (one number per sample, from group-normalised rewards) by the shared estimator's per-turn
-  advantages placed on each turn's tokens (``gem_adapters.trl.advantages``): a (B, T) tensor, which
-  TRL's loss accepts as is. ``advantage_estimator="rebn"`` (the default) normalises the discounted
-  per-turn returns over every turn of the batch; ``"grpo"``, ``"dr_grpo"`` and ``"rloo"`` give
-  every turn its episode's group-relative advantage, for comparison.
+  advantages placed on each turn's tokens: a (B, T) tensor, which TRL's loss accepts as is.
+  ``advantage_estimator="rebn"`` (the default) normalises the discounted per-turn returns over every
+  turn of the batch; ``"grpo"``, ``"dr_grpo"`` and ``"rloo"`` give every turn its episode's
+  group-relative advantage, for comparison.
 
-The estimator sees the whole generation batch: with several processes, per-turn rewards and group
-ids are gathered first (a GRPO group may span processes) and each process keeps its own rows.
-Subclasses change the per-turn advantages by overriding ``turn_advantages`` (``GEMPPOTrainer``).
+One reward, one path: the env's per-turn rewards (``Turn.reward``) -> ``turn_advantages`` (the one
+hook a subclass overrides: ``GEMPPOTrainer``) -> ``gem_adapters.algorithms.advantages.turn_values_on_tokens``
+on the turn spans the rollout carried in each row (computed once per episode, in
+``gem_adapters.trl.rollout``). The estimator sees the whole generation batch: with several
+processes, per-turn rewards, group ids and state keys are gathered first (a GRPO group may span
+processes) and each process keeps its own rows.
 
-Each generation logs, besides TRL's metrics, every ``gem_adapters.episode_stats`` number of its
+TRL's ``reward_funcs`` are not an input: the one reward function is ``episode_return`` (TRL logs
+it as ``reward``: the undiscounted return of the rewards training used). A ``reward_funcs``
+argument is refused with a message rather than called, logged and ignored.
+
+Each generation logs, besides TRL's metrics, every ``gem_adapters.episodes.episode_stats`` number of its
 episodes as ``env/<name>`` (``env/return``, ``env/success_rate``, ``env/turns``,
 ``env/format_error_rate``, ``env/invalid_move_rate``, ``env/generated_tokens``, ...), plus
 ``env/rollout_seconds`` and ``env/tokens_per_second``. ``last_episodes`` holds the episodes of the
-latest generation batch (e.g. to record them with ``gem_adapters.jsonl.write_jsonl``) and
+latest generation batch (e.g. to record them with ``gem_adapters.episodes.jsonl.write_jsonl``) and
 ``last_advantages`` the (B, T) tensor it trained on.
 
 After every optimizer step the trainer calls ``mark_weights_updated(model)``, so a generation
 engine never reuses key/value caches of the previous weights (``TransformersPolicy(cache="kv")``).
 
-Where a step's time goes is logged with it (``gem_adapters.timing.PhaseClock``), in seconds:
+Where a step's time goes is logged with it (``gem_adapters.runtime.timing.PhaseClock``), in seconds:
 ``timing/rollout_s`` (playing the episodes), ``timing/scoring_s`` (the rest of TRL's generation batch:
 rewards, any extra logprob passes, advantages), ``timing/forward_s`` (the loss's forward passes),
 ``timing/backward_s``, ``timing/optimizer_s``, and ``timing/step_s`` (all of it, from the first
@@ -36,28 +43,30 @@ in thousands.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
+from accelerate.utils import gather_object
 from transformers import TrainerCallback
 from trl import GRPOTrainer
 
-from gem_adapters import prefix_tree
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
-from gem_adapters.episode_stats import episode_stats
+from gem_adapters.algorithms import prefix_tree
+from gem_adapters.algorithms.advantages import compute_advantages, turn_values_on_tokens
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.episode_stats import episode_stats
 from gem_adapters.policies.base import mark_weights_updated
-from gem_adapters.timing import PhaseClock, minor_faults
-from gem_adapters.trl import advantages
+from gem_adapters.runtime.timing import PhaseClock, minor_faults
 from gem_adapters.trl.config import GEMGRPOConfig
-from gem_adapters.trl.rollout import episode_to_sample, make_rollout_func
+from gem_adapters.trl.rollout import make_rollout_func
 from gem_adapters.trl.vllm_sync import use_reload_weights_sync
 
 
 def episode_return(completions: list[Any], episode: list[Episode], **_: Any) -> list[float]:
-    """TRL reward function: the undiscounted return of each episode (what TRL logs as ``reward``)."""
+    """The trainer's one TRL reward function: the undiscounted return of each episode (what TRL logs
+    as ``reward``)."""
     return [e.total_reward for e in episode]
 
 
@@ -69,6 +78,24 @@ class WeightsVersionCallback(TrainerCallback):
     ) -> None:
         if model is not None:
             mark_weights_updated(model)
+
+
+class EpisodeBatchCallback(TrainerCallback):
+    """Calls ``on_batch(state, episodes, logs, step_seconds)`` once per logged training step of
+    ``trainer`` (a ``GEMGRPOTrainer``, logging every step): TRL's ``TrainerState``, the step's
+    episodes (``trainer.last_episodes``), the numbers TRL logged for it and the seconds since the
+    previous call returned. How a script records its own row per step and evaluates between steps
+    (``examples/train_trl.py``, ``benchmarks/baselines/train_run.py``)."""
+
+    def __init__(self, trainer: GEMGRPOTrainer, on_batch: Callable[[Any, list[Episode], dict, float], None]):
+        self.trainer, self.on_batch = trainer, on_batch
+        self._last = time.perf_counter()
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if not logs or "env/return" not in logs:
+            return  # TRL's end-of-training summary
+        self.on_batch(state, self.trainer.last_episodes, logs, time.perf_counter() - self._last)
+        self._last = time.perf_counter()  # what on_batch did (an evaluation) is no step's time
 
 
 class StepTimingCallback(TrainerCallback):
@@ -130,6 +157,14 @@ class GEMGRPOTrainer(GRPOTrainer):
     ):
         if not isinstance(args, GEMGRPOConfig):
             raise TypeError(f"GEMGRPOTrainer needs a GEMGRPOConfig, got {type(args).__name__}")
+        if reward_funcs is not None:
+            raise ValueError(
+                "GEMGRPOTrainer does not take reward_funcs: it trains on the env's per-turn rewards "
+                "(each step's reward, through args.advantage_estimator), and TRL logs their episode "
+                "return as `reward`. A reward function here would be called and logged but not trained "
+                "on. Put extra reward into the env (a gem_core.Wrapper whose step adds it to the "
+                "turn's reward), or see docs/per-turn-rewards.md for rewards from outside an env."
+            )
         if args.repetition_penalty != 1.0 or args.min_p is not None:
             raise ValueError("repetition_penalty and min_p are not supported by the GEM rollout")
         if processing_class is None:
@@ -147,7 +182,7 @@ class GEMGRPOTrainer(GRPOTrainer):
         self.clock = PhaseClock()
         super().__init__(
             model=model,
-            reward_funcs=reward_funcs or episode_return,
+            reward_funcs=episode_return,
             args=args,
             train_dataset=train_dataset,
             processing_class=processing_class,
@@ -202,7 +237,7 @@ class GEMGRPOTrainer(GRPOTrainer):
         **multimodal: Any,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """TRL's log probabilities of the completion tokens (and entropies), from one forward over the
-        batch's prefix tree (``gem_adapters.prefix_tree``) where the model allows it; otherwise TRL's own
+        batch's prefix tree (``gem_adapters.algorithms.prefix_tree``) where the model allows it; otherwise TRL's own
         padded forward."""
         why_not = self._why_not_shared(model, compute_aux_loss, multimodal, attention_mask)
         if why_not is not None:
@@ -253,27 +288,38 @@ class GEMGRPOTrainer(GRPOTrainer):
 
     def _score_episodes(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
-        # TRL merged the rollout's extra fields into ``inputs``: each row now holds its episode.
+        # TRL merged the rollout's extra fields into ``inputs``: each row holds its episode and turn spans.
         episodes = [row["episode"] for row in inputs]
+        spans = [row["turn_spans"] for row in inputs]
         width = output["completion_ids"].size(1)
-        advantages = self.token_advantages(episodes, width).to(output["completion_ids"].device)
+        on_tokens = turn_values_on_tokens(self.turn_advantages(episodes), width, turn_spans=spans)
+        advantages = torch.from_numpy(on_tokens).float().to(output["completion_ids"].device)
         output["advantages"] = advantages
         self.last_episodes, self.last_advantages = episodes, advantages
-        samples = [episode_to_sample(e) for e in episodes]
-        self.clock.count(
-            "unique_tokens", len(prefix_tree.PrefixTree([s.prompt_ids + s.completion_ids for s in samples]))
-        )
+        self.clock.count("unique_tokens", len(prefix_tree.PrefixTree(_sequences(output, spans))))
         self._log_episodes(episodes, float(inputs[0].get("rollout_seconds", float("nan"))))
         return output
 
-    def token_advantages(self, episodes: Sequence[Episode], width: int) -> torch.Tensor:
-        """(len(episodes), width) float32: each turn's advantage on that turn's completion tokens."""
-        return advantages.token_advantages(self.turn_advantages(episodes), episodes, width)
-
     def turn_advantages(self, episodes: Sequence[Episode]) -> list[np.ndarray]:
-        """One advantage per turn of each of this process's episodes, the estimator seeing the
-        episodes of every process (``gem_adapters.trl.advantages``)."""
-        return advantages.turn_advantages(episodes, self.args, self.accelerator)
+        """One advantage per turn of each of this process's ``episodes``: ``args.advantage_estimator``
+        on their per-turn rewards, the estimator seeing the episodes of every process. The hook a
+        subclass overrides to compute advantages otherwise (``GEMPPOTrainer``: from a critic)."""
+        rewards = [[t.reward for t in e.turns] for e in episodes]
+        groups = [e.group_id for e in episodes]
+        state_keys = [[getattr(t, "state_key", None) for t in e.turns] for e in episodes]  # GiGPO's anchors
+        if self.accelerator.num_processes > 1:
+            rewards, groups = gather_object(rewards), gather_object(groups)
+            state_keys = gather_object(state_keys)
+        per_turn = compute_advantages(
+            self.args.advantage_estimator,
+            rewards,
+            gamma=self.args.gamma,
+            group_ids=groups,
+            state_keys=state_keys,
+            eps=self.args.advantage_eps,
+        )
+        first = self.accelerator.process_index * len(episodes)
+        return per_turn[first : first + len(episodes)]
 
     def _log_episodes(self, episodes: Sequence[Episode], rollout_seconds: float) -> None:
         mode = "train" if self.model.training else "eval"
@@ -283,3 +329,10 @@ class GEMGRPOTrainer(GRPOTrainer):
         metrics["env/tokens_per_second"] = tokens / rollout_seconds if rollout_seconds > 0 else float("nan")
         for name, value in metrics.items():
             self._metrics[mode][name].append(value)
+
+
+def _sequences(output: dict[str, Any], turn_spans: Sequence[Sequence[tuple[int, int]]]) -> list[list[int]]:
+    """Each row's token ids as the learner sees them: its unpadded prompt, then its completion (which
+    ends at the last turn's last id)."""
+    rows = zip(output["prompt_ids"], output["prompt_mask"], output["completion_ids"], turn_spans)
+    return [p[m.bool()].tolist() + c[: s[-1][1] if s else 0].tolist() for p, m, c, s in rows]

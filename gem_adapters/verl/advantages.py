@@ -6,12 +6,12 @@ episode's turns and per-turn rewards are read back from them as ``gem_adapters.v
 describes (the protocol ``GemAgentLoop`` writes): this module only decodes verl's transport.
 
 The per-turn rewards, one episode per row and ``index`` as the group of each episode (the ``rollout.n``
-samples of one row share env id and seed) go to ``gem_adapters.advantages.token_advantages``, the
+samples of one row share env id and seed) go to ``gem_adapters.algorithms.advantages.token_advantages``, the
 function every adapter calls: it runs the estimator and puts each turn's advantage on that turn's
 action ids, and ``returns`` (the per-turn discounted returns ``G_t``) on the same ids. ``gamma`` and ``lam`` come from ``algorithm.gamma`` and
 ``algorithm.lam``. The whole batch is one call in verl's driver, so ReBN statistics are global.
 
-Registered names: ``gem_<name>`` for every estimator of ``gem_adapters.advantages`` that needs no
+Registered names: ``gem_<name>`` for every estimator of ``gem_adapters.algorithms.advantages`` that needs no
 per-turn values (``gem_rebn``, ``gem_rebn_per_episode``, ``gem_reinforce``, ``gem_grpo``, ...), also
 those registered later in the process (``register_estimators`` follows the shared registry with
 ``on_register``) and those of other packages' ``gem_adapters.estimators`` entry points (loaded with the
@@ -20,6 +20,9 @@ env state key (``gem_gigpo``, ``gem_gigpo_no_std``) are registered together with
 carries the keys from ``GemAgentLoop`` to the estimator (``gem_adapters.verl.state_keys``: a field of
 the sample and a patch of verl's v1 advantage step), which ``register_estimators`` installs. Turn-level
 GAE needs the critic's values, which verl passes to its own ``gae`` only: it is not registered.
+
+Names: ``verl_estimator`` maps the name every example takes (a name of ``gem_adapters.algorithms.advantages``'
+registry, or ``verl:<name>`` for one of verl's own) to ``algorithm.adv_estimator``.
 
 Limits: a row without any mask-1 id has no turn and gets zero advantages; verl's rollout-correction
 rejection (``algorithm.rollout_correction``) may zero parts of ``response_mask`` before the estimator
@@ -31,11 +34,30 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from gem_adapters.advantages import Estimator, estimator_names, get_estimator, on_register, token_advantages
+from gem_adapters.algorithms.advantages import (
+    Estimator,
+    estimator_names,
+    get_estimator,
+    on_register,
+    token_advantages,
+)
 from gem_adapters.verl import state_keys
+from gem_adapters.verl.state_keys import PREFIX
 from gem_adapters.verl.token_rewards import turns_from_tokens
 
-PREFIX = "gem_"
+VERL_OWN = "verl:"  # the prefix naming one of verl's own estimators
+# What verl feeds an estimator: group ids (``index``), no critic values; state keys once the
+# transport (``state_keys.PATCHES``) is installed.
+FEEDS = {"values": False, "groups": True}
+
+
+def verl_estimator(name: str) -> str:
+    """``algorithm.adv_estimator`` for the estimator ``name``: ``gem_<name>`` for a name of
+    gem_adapters.algorithms.advantages' registry (``gem_<name>`` itself is accepted too), ``<name>`` for
+    ``verl:<name>``."""
+    if name.startswith(VERL_OWN):
+        return name[len(VERL_OWN) :]
+    return name if name.startswith(PREFIX) else PREFIX + name
 
 
 def gem_advantages(
@@ -84,7 +106,7 @@ def register_estimators(*, with_state_keys: bool = True) -> list[str]:
     global _FOLLOWING
     if with_state_keys and not state_keys.PATCHES.installed:
         state_keys.PATCHES.install()
-        for name in estimator_names(values=False, state_keys=True):  # skipped until the transport was in
+        for name in estimator_names(**FEEDS, state_keys=True):  # skipped until the transport was in
             _register_with_verl(get_estimator(name))
     if not _FOLLOWING:
         _FOLLOWING = True
@@ -101,8 +123,7 @@ def _register_with_verl(estimator: Estimator) -> None:
     from verl.trainer.ppo import core_algos
 
     key = PREFIX + estimator.name
-    # verl passes no per-turn values; state keys only through the installed transport
-    feedable = not estimator.needs_values and (not estimator.needs_state_keys or state_keys.PATCHES.installed)
+    feedable = not estimator.missing(**FEEDS, state_keys=state_keys.PATCHES.installed)
     if feedable and key not in core_algos.ADV_ESTIMATOR_REGISTRY:
         core_algos.register_adv_est(key)(functools.partial(gem_advantages, estimator.name))
 

@@ -23,7 +23,7 @@ What it adds, through verl's own seams:
 * ``VERL_ENGINE_DEVICE=cuda`` (verl's own override) so that the FSDP engines, registered for cuda/npu
   only, are found; they run on whatever device the platform names.
 
-And the narrow patches in ``PATCHES`` (``gem_adapters.patching``: each names the verl lines it works
+And the narrow patches in ``PATCHES`` (``gem_adapters.runtime.patching``: each names the verl lines it works
 around; ``tests/adapters/verl/test_main_ppo_cpu.py`` fails when one of those lines changes).
 """
 
@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from gem_adapters.patching import Line, Patch, PatchSet, wrap
+from gem_adapters.runtime.patching import Line, Patch, PatchSet, wrap
 
 logger = logging.getLogger(__name__)
 

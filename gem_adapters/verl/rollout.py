@@ -3,8 +3,8 @@
 verl builds one agent loop per sample and awaits ``run(sampling_params, **row)``. Here the row's
 ``extra_info`` holds the whole task (``gem_adapters.verl.rows``): env id, env kwargs and seed, and
 its system prompt, chat-template kwargs and ``max_turns``, which win over the loop's; the loop
-makes the env and plays it with ``gem_adapters.rollout.aplay_episode`` (observations rendered by
-``gem_adapters.chat_renderer.ChatRenderer``, token-exact and incremental), generating every action
+makes the env and plays it with ``gem_adapters.runtime.rollout.aplay_episode`` (observations rendered by
+``gem_adapters.episodes.chat_renderer.ChatRenderer``, token-exact and incremental), generating every action
 through verl's ``server_manager`` (its vLLM/SGLang replicas), and returns the episode as one sample::
 
     prompt_ids       system? + first observation + generation prompt
@@ -28,7 +28,7 @@ Budgets: everything after the first prompt fits ``rollout.response_length`` (``a
 end-of-turn ids); ``max_turns`` (agent-loop YAML, else ``rollout.multi_turn.max_assistant_turns``,
 else the env's own limit) caps the actions and ``max_new_tokens`` (YAML) each action. An episode
 stopped by a budget has ``info["stopped_by"]`` set and its last turn flagged truncated, as in
-``gem_adapters.rollout``. A first prompt longer than ``rollout.prompt_length`` is an error (verl's
+``gem_adapters.runtime.rollout``. A first prompt longer than ``rollout.prompt_length`` is an error (verl's
 dataset filter should have dropped the row).
 
 Registration: the agent-loop YAML (``examples/verl/gem_agent_loop.yaml``) given as
@@ -57,12 +57,12 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
-from gem_adapters.chat_renderer import ChatRenderer, shared_renderer
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.chat_renderer import ChatRenderer, shared_renderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.tasks import Task
 from gem_adapters.policies.base import Generation, SamplingParams
-from gem_adapters.rollout import aplay_episode
-from gem_adapters.rollout_limits import RolloutLimits
-from gem_adapters.tasks import Task
+from gem_adapters.runtime.rollout import aplay_episode
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 from gem_adapters.verl.rows import AGENT_NAME, system_prompt_of, task_from_row
 from gem_adapters.verl.state_keys import FIELD as STATE_KEYS_FIELD
 from gem_adapters.verl.state_keys import state_keys_field
@@ -214,7 +214,7 @@ class _TimedEnv:
         return await self._timed(self.env.step, action)
 
     def state_key(self) -> Any:
-        """The env's state key (``gem_adapters.rollout`` records it before each action)."""
+        """The env's state key (``gem_adapters.runtime.rollout`` records it before each action)."""
         return self.env.state_key()
 
     async def _timed(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -24,13 +24,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gem_adapters.tasks import Task, with_first_observations
+from gem_adapters.episodes.tasks import Task, with_first_observations
 
 AGENT_NAME = "gem_agent"
 
 
 def task_rows(tasks: Iterable[Task], *, agent_name: str = AGENT_NAME) -> list[dict[str, Any]]:
-    """One row per task, in order (``gem_adapters.tasks.make_tasks`` makes the usual ones)."""
+    """One row per task, in order (``gem_adapters.episodes.tasks.make_tasks`` makes the usual ones)."""
     rows = []
     for i, (task, observation) in enumerate(with_first_observations(tasks)):
         head = [] if task.system_prompt is None else [{"role": "system", "content": task.system_prompt}]

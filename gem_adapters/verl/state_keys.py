@@ -8,7 +8,7 @@ TransferQueue fields. So:
 
 * **written**: ``GemAgentLoopOutput.as_dict`` adds the field ``gem_state_keys`` to its sample: the
   episode's per-turn state keys before each action (``Turn.state_key``) as one JSON array
-  (``gem_adapters.advantages.state_keys_to_json``: tuples become arrays, None is null), one entry per
+  (``gem_adapters.algorithms.advantages.state_keys_to_json``: tuples become arrays, None is null), one entry per
   action in response order. verl's v1 agent-loop worker stores every field of ``as_dict`` in
   TransferQueue under the sample's key.
 * **carried**: ``PATCHES`` wraps ``PPOTrainer._compute_advantage``. When ``algorithm.adv_estimator``
@@ -19,7 +19,7 @@ TransferQueue fields. So:
 * **read**: ``batch_state_keys`` gives the estimator one list of keys per row:
   ``non_tensor_batch["gem_state_keys"]`` when verl passes a non-tensor batch, else the keys in scope.
 
-The patch follows ``gem_adapters.patching``: it names the verl lines it relies on, and
+The patch follows ``gem_adapters.runtime.patching``: it names the verl lines it relies on, and
 ``tests/adapters/verl/test_state_keys.py`` fails when the installed verl changes them.
 ``gem_adapters.verl.advantages.register_estimators`` installs it (the ``verl.plugins`` entry point
 does, in every verl process) and registers the state-key estimators only then.
@@ -33,9 +33,10 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from gem_adapters.advantages import get_estimator, state_keys_from_json, state_keys_to_json
-from gem_adapters.patching import Line, Patch, PatchSet, wrap
+from gem_adapters.algorithms.advantages import get_estimator, state_keys_from_json, state_keys_to_json
+from gem_adapters.runtime.patching import Line, Patch, PatchSet, wrap
 
+PREFIX = "gem_"  # verl's name of a shared estimator: algorithm.adv_estimator=gem_<name>
 FIELD = "gem_state_keys"
 TARGET = "verl.trainer.ppo.v1.trainer_base"
 _IN_SCOPE: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("gem_state_keys", default=None)
@@ -62,8 +63,6 @@ def batch_state_keys(rows: int, non_tensor_batch: Any = None) -> list[list[Any]]
 
 def needs_state_keys(adv_estimator: Any) -> bool:
     """Whether verl's ``algorithm.adv_estimator`` names a ``gem_`` estimator that needs state keys."""
-    from gem_adapters.verl.advantages import PREFIX
-
     name = str(getattr(adv_estimator, "value", adv_estimator))
     if not name.startswith(PREFIX):
         return False

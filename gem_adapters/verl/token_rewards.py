@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from gem_adapters.advantages import as_numpy, mask_runs
+from gem_adapters.algorithms.advantages import as_numpy, mask_runs
 
 
 def rewards_on_tokens(

@@ -15,11 +15,11 @@ Fault isolation: an env whose ``step``/``reset`` raises, or exceeds ``step_timeo
 replaced by a fresh instance from its factory and reset; that step is reported as truncated with
 ``info["error"]`` set, so the episode ends visibly instead of vanishing or killing the batch. Only the
 faulty env's episode ends: the others keep theirs (the process and Ray backends restore the envs of a
-worker they must restart from snapshots, see ``gem_core.vector.remote``). An env whose episode is lost
+worker they must restart from snapshots, see ``gem_core.vector.worker_pool``). An env whose episode is lost
 all the same (e.g. its state could not be snapshot) is reported the same way at its next ``step``.
 A batch step returns within about ``step_timeout`` (plus a second, on the remote backends, for a
 worker that cannot even report its hung calls), except on ``SyncVectorEnv``, which cannot interrupt,
-and when a remote worker crashed mid-batch (its calls in flight run again: ``gem_core.vector.remote``).
+and when a remote worker crashed mid-batch (its calls in flight run again: ``gem_core.vector.worker_pool``).
 Each call runs under its step's deadline (``gem_core.deadline``), so what waits inside a step (a tool
 call in the sandbox pool) ends by then rather than running on after the step was abandoned.
 

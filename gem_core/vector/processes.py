@@ -1,8 +1,8 @@
 """ProcessVectorEnv: the envs live in a pool of worker processes, so CPU-bound steps run in parallel.
 
 ``num_workers`` processes (default: one per CPU this process may use, at most one per env) each own a
-contiguous slice of the envs and run them on a thread per env (see ``gem_core.vector.remote`` for
-serialisation and fault handling). Workers start with ``forkserver`` where the platform has it, else
+contiguous slice of the envs and run them on a thread per env (see ``gem_core.vector.env_host`` for
+serialisation, ``gem_core.vector.worker_pool`` for fault handling). Workers start with ``forkserver`` where the platform has it, else
 ``spawn``: plain ``fork`` of a parent that runs threads or torch is unsafe. The fork server (a fresh
 interpreter, not a copy of this one) preloads the worker code. A worker talks to the parent over a
 pipe. Workers are daemons: they end with the parent, and their envs may start subprocesses but not
@@ -12,7 +12,7 @@ A worker that dies (``os._exit``, a segfault, the OOM killer) is seen as end-of-
 between batches, as a pipe with something to read before anything was asked); one that answers
 nothing past ``step_timeout`` is killed. Either way it is started anew and its envs are restored from
 their snapshots, and the calls a dead worker was running run again, so that only the call that
-killed it fails (see ``gem_core.vector.remote``). A call that merely overran ``step_timeout`` costs
+killed it fails (see ``gem_core.vector.worker_pool``). A call that merely overran ``step_timeout`` costs
 only its own env: the worker abandons it to its thread.
 """
 
@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe, serve
+from gem_core.vector.env_host import EnvHost, describe, serve
+from gem_core.vector.worker_pool import WorkerPoolVectorEnv
 
 
 class ProcessVectorEnv(WorkerPoolVectorEnv):
@@ -122,7 +123,7 @@ def _preload_forkserver(ctx: Any) -> None:
     global _preloaded
     if not _preloaded:
         _preloaded = True
-        ctx.set_forkserver_preload(["__main__", "gem_core.vector.remote"])
+        ctx.set_forkserver_preload(["__main__", "gem_core.vector.env_host"])
 
 
 def _worker_main(conn: mpc.Connection, factories: bytes, keep_states: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 Each of ``num_workers`` actors (default: one per CPU of the cluster, at most one per env) owns a
 contiguous slice of the envs, exactly as a worker process of ``ProcessVectorEnv`` does (see
-``gem_core.vector.remote``). The vector env joins the Ray instance already initialised in this
+``gem_core.vector.env_host``). The vector env joins the Ray instance already initialised in this
 process, else ``ray.init(address=address)``: an existing cluster at ``address`` (or ``RAY_ADDRESS``),
 or a new local instance. ``actor_options`` go to ``ActorClass.options`` (default ``num_cpus=1``: an
 actor waits for a free CPU, and the constructor gives up after ``start_timeout``). Ray runs its workers
@@ -21,7 +21,7 @@ An actor that dies (its connection closes; Ray's reason is reported) or answers 
 ``step_timeout`` is killed with ``ray.kill`` and replaced by a new actor, and its envs are restored
 from their snapshots; the calls an actor was running when it died run again in the new one, so only
 the call that killed it fails; a call that merely overran ``step_timeout`` costs only its own env
-(see ``gem_core.vector.remote``). With ``transport="ray"`` an actor's results come back with its
+(see ``gem_core.vector.worker_pool``). With ``transport="ray"`` an actor's results come back with its
 batch's last message, so every call of a batch an actor died in runs again. Ray is optional:
 ``pip install gem-core[ray]``.
 """
@@ -35,7 +35,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gem_core.core import Env
-from gem_core.vector.remote import EnvHost, WorkerPoolVectorEnv, describe, serve
+from gem_core.vector.env_host import EnvHost, describe, serve
+from gem_core.vector.worker_pool import WorkerPoolVectorEnv
 
 
 def import_ray() -> Any:

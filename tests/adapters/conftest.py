@@ -8,13 +8,13 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from gem_adapters.models import load_tokenizer
+    from gem_adapters.runtime.models import load_tokenizer
 
     return load_tokenizer("smollm2")
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tokenizer):
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     return tiny_causal_lm(tokenizer, seed=0)

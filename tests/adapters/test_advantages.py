@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gem_adapters.advantages import (
+from gem_adapters.algorithms.advantages import (
     ESTIMATORS,
     compute_advantages,
     compute_advantages_flat,
@@ -22,6 +22,7 @@ from gem_adapters.advantages import (
     get_estimator,
     mask_runs,
     register_estimator,
+    require_estimator,
     state_key_code,
     state_keys_from_json,
     state_keys_to_json,
@@ -159,7 +160,7 @@ def test_gigpo_no_std_and_omega_by_hand():
     # omega weighs the step level: a registration of functools.partial(gigpo_no_std, omega=...)
     import functools
 
-    from gem_adapters.advantages import gigpo_no_std
+    from gem_adapters.algorithms.advantages import gigpo_no_std
 
     register_estimator("test_gigpo_half", needs_groups=True, needs_state_keys=True)(
         functools.partial(gigpo_no_std, omega=0.5)
@@ -204,6 +205,21 @@ def test_gigpo_needs_state_keys_and_groups():
         compute_advantages("gigpo", GIGPO_REWARDS, group_ids=GIGPO_GROUPS, state_keys=GIGPO_KEYS[:3])
     assert get_estimator("gigpo").needs_state_keys and get_estimator("gigpo").needs_groups
     assert "gigpo" not in estimator_names() and "gigpo" in estimator_names(state_keys=True)
+
+
+def test_require_estimator_names_the_trainer_what_it_lacks_and_what_it_can_use():
+    assert require_estimator("grpo", state_keys=True) is get_estimator("grpo")
+    with pytest.raises(
+        ValueError, match=r"Oat cannot feed estimator 'grpo': it needs group ids; choose one of \["
+    ):
+        require_estimator("grpo", groups=False, trainer="Oat")
+    with pytest.raises(ValueError, match="'gae': it needs a critic's per-turn values"):
+        require_estimator("gae", state_keys=True)
+    with pytest.raises(ValueError, match="needs per-turn env state keys") as refused:
+        require_estimator("gigpo")
+    assert "'rebn'" in str(refused.value) and "'gigpo'" not in str(refused.value).split("choose one of")[1]
+    with pytest.raises(ValueError, match="unknown estimator 'nope' for this trainer"):
+        require_estimator("nope")
 
 
 def test_gigpo_integer_state_keys_as_a_tensor_and_unhashable_keys():
@@ -537,7 +553,7 @@ def test_state_keys_cross_processes_as_json_and_as_codes():
         [
             sys.executable,
             "-c",
-            f"from gem_adapters.advantages import state_key_code as c; print(c({keys[0]!r}))",
+            f"from gem_adapters.algorithms.advantages import state_key_code as c; print(c({keys[0]!r}))",
         ],
         capture_output=True,
         text=True,

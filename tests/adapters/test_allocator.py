@@ -11,7 +11,7 @@ import pytest
 STEPS = """
 import json, resource, sys
 import numpy as np
-from gem_adapters.allocator import reuse_freed_memory
+from gem_adapters.runtime.allocator import reuse_freed_memory
 tuned = reuse_freed_memory() if sys.argv[1] == "tuned" else None
 faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 def step():  # eight 16 MB buffers, filled, then freed (activations and gradients of a step)

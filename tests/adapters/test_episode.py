@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gem_adapters.episode import Episode, PromptResponse, Turn
+from gem_adapters.episodes.episode import Episode, PromptResponse, Turn
 
 
 def turn(prompt_ids, action_ids, logprobs=None) -> Turn:

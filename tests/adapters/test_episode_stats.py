@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gem_adapters.episode import Episode, Turn
-from gem_adapters.episode_stats import episode_stats
+from gem_adapters.episodes.episode import Episode, Turn
+from gem_adapters.episodes.episode_stats import episode_stats
 
 
 def turn(reward: float, generated: int, **info) -> Turn:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gem_adapters.advantages import ESTIMATORS, estimator_names, get_estimator, register_estimator
+from gem_adapters.algorithms.advantages import ESTIMATORS, estimator_names, get_estimator, register_estimator
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "custom-estimators.md"
 
@@ -27,7 +27,7 @@ def guide_plugin() -> str:
 PROBE = """
 import json, types
 import gem_adapters
-from gem_adapters.advantages import ESTIMATORS, estimator_names
+from gem_adapters.algorithms.advantages import ESTIMATORS, estimator_names
 loaded_at_import = "clipped_rebn" in ESTIMATORS  # plugins load at the registry's first use, not on import
 import torch
 from omegaconf import OmegaConf
@@ -112,7 +112,7 @@ def test_a_broken_plugin_warns_and_the_built_in_estimators_stay(tmp_path):
     code = (
         "import sys, warnings\n"
         "warnings.simplefilter('always')\n"
-        "import gem_adapters, gem_adapters.advantages as a\n"
+        "import gem_adapters, gem_adapters.algorithms.advantages as a\n"
         "print('imported', file=sys.stderr, flush=True)\n"
         "print(a.estimator_names(), flush=True)\n"
         "print(a.get_estimator('rebn').name, flush=True)\n"

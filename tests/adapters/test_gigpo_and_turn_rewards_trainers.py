@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from gem_adapters.advantages import compute_advantages
+from gem_adapters.algorithms.advantages import compute_advantages
 from gem_adapters.trl import GEMGRPOTrainer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

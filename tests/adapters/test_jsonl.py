@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from gem_adapters.advantages import advantages_for_episodes
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode, rescore
-from gem_adapters.jsonl import read_jsonl, write_jsonl
+from gem_adapters.algorithms.advantages import advantages_for_episodes
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode, rescore
+from gem_adapters.episodes.jsonl import read_jsonl, write_jsonl
 from gem_adapters.policies import TransformersPolicy
-from gem_adapters.rollout import rollout
+from gem_adapters.runtime.rollout import rollout
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import gem_core
-from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.policies import SamplingParams, TransformersPolicy
 from gem_adapters.policies.base import mark_weights_updated
-from gem_adapters.rollout import aplay_episode, arollout, rollout
+from gem_adapters.runtime.rollout import aplay_episode, arollout, rollout
 from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE
 
 ENV_ID = "game:GuessTheNumber-v1-easy"
@@ -28,7 +28,7 @@ DEMO = [
 
 def stop_prone_model(tokenizer, seed=1):
     """A tiny random Llama whose head favours <|im_end|> (about 1 in 3), so turns end at different lengths."""
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     model = tiny_causal_lm(tokenizer, seed=seed).eval()
     with torch.no_grad():
@@ -332,7 +332,7 @@ def test_weights_changing_mid_generation_recompute_the_running_sequences(tokeniz
 def test_generation_under_bf16_autocast(tokenizer):
     """Under autocast the rotary embeddings leave keys in fp32 while values are bf16 (as in a trainer that
     prepared the model for bf16): the pool keeps each in its own dtype, and greedy ids match re-prefill's."""
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     model = tiny_causal_lm(tokenizer, seed=5).eval()
     prompts = [[1, 5, 9, 14, 3], [1, 5, 9, 20], [7, 7]]

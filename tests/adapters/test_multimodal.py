@@ -17,16 +17,16 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 Image = pytest.importorskip("PIL.Image")
 
-from gem_adapters.chat_renderer import ChatRenderer  # noqa: E402
-from gem_adapters.episode_builder import EpisodeBuilder  # noqa: E402
-from gem_adapters.jsonl import read_jsonl, write_jsonl  # noqa: E402
-from gem_adapters.multimodal import (  # noqa: E402
+from gem_adapters.episodes.chat_renderer import ChatRenderer  # noqa: E402
+from gem_adapters.episodes.episode_builder import EpisodeBuilder  # noqa: E402
+from gem_adapters.episodes.jsonl import read_jsonl, write_jsonl  # noqa: E402
+from gem_adapters.policies.multimodal import (  # noqa: E402
     VisionLanguagePolicy,
     images_only_in_first_prompt,
     tiny_llava,
     vision_inputs,
 )
-from gem_adapters.rollout import arollout, rollout  # noqa: E402
+from gem_adapters.runtime.rollout import arollout, rollout  # noqa: E402
 
 ENV = "math:GeometryFigures-v0-easy"
 SYSTEM = "Solve the problem."

@@ -1,4 +1,4 @@
-"""gem_adapters.patching: patches applied at a module's import, and pinned to the lines they replace."""
+"""gem_adapters.runtime.patching: patches applied at a module's import, and pinned to the lines they replace."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gem_adapters import patching
-from gem_adapters.patching import Line, Patch, PatchSet, patch_on_import, source_root
+from gem_adapters.runtime import patching
+from gem_adapters.runtime.patching import Line, Patch, PatchSet, patch_on_import, source_root
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_a_patch_set_installs_once_and_warns_about_changed_lines(package, caplog
     patches = PatchSet(
         "demo", [Patch(f"{package}.target", lambda module: applied.append(module.VALUE), (stale,), "why")]
     )
-    with caplog.at_level(logging.WARNING, logger="gem_adapters.patching"):
+    with caplog.at_level(logging.WARNING, logger="gem_adapters.runtime.patching"):
         patches.install()
         patches.install()
     __import__(f"{package}.target")

@@ -6,10 +6,16 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.models import load_tokenizer
-from gem_adapters.prefix_tree import PrefixTree, contiguous_rows, group_rows, supports_model, token_logprobs
-from gem_adapters.warmup import scripted_episodes
+from gem_adapters.algorithms.prefix_tree import (
+    PrefixTree,
+    contiguous_rows,
+    group_rows,
+    supports_model,
+    token_logprobs,
+)
+from gem_adapters.algorithms.warmup import scripted_episodes
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.runtime.models import load_tokenizer
 from tests.adapters.chat_templates import QWEN3_TEMPLATE
 
 DEMONSTRATION = [

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gem_adapters.advantages import compute_advantages
+from gem_adapters.algorithms.advantages import compute_advantages
 
 
 def test_by_hand_one_long_and_two_short_episodes():

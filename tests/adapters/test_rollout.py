@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gem_core
-from gem_adapters.advantages import advantages_for_episodes, turn_values_to_tokens
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode_builder import PromptIds
-from gem_adapters.episode_stats import episode_stats
+from gem_adapters.algorithms.advantages import advantages_for_episodes, turn_values_to_tokens
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode_builder import PromptIds
+from gem_adapters.episodes.episode_stats import episode_stats
 from gem_adapters.policies import Generation, SamplingParams, TransformersPolicy
-from gem_adapters.rollout import aplay_episode, arollout, rollout
-from gem_adapters.rollout_limits import RolloutLimits
+from gem_adapters.runtime.rollout import aplay_episode, arollout, rollout
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 
 ENV_ID = "game:GuessTheNumber-v1-easy"
 IM_START, IM_END = 1, 2  # <|im_start|>, <|im_end|> in the SmolLM2 vocabulary

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gem_adapters.rollout_limits import RolloutLimits
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 
 
 def test_defaults_and_bad_values():

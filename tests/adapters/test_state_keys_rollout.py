@@ -9,10 +9,10 @@ import json
 import numpy as np
 
 import gem_core
-from gem_adapters.advantages import advantages_for_episodes, compute_advantages
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
-from gem_adapters.rollout import aplay_episode, arollout, rollout
+from gem_adapters.algorithms.advantages import advantages_for_episodes, compute_advantages
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.runtime.rollout import aplay_episode, arollout, rollout
 from tests.adapters.test_rollout import BinarySearchPlayer, as_callback
 
 ENV_ID = "game:GuessTheNumber-v1-easy"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gem_adapters.tasks import Task, iter_tasks, make_tasks
+from gem_adapters.episodes.tasks import Task, iter_tasks, make_tasks
 
 GUESS, HANGMAN = "game:GuessTheNumber-v1-easy", "game:Hangman-v1-easy"
 

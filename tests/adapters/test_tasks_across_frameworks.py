@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from gem_adapters.episode import Episode
-from gem_adapters.tasks import Task
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.tasks import Task
 from tests.adapters.chat_templates import QWEN3_TEMPLATE
 
 TASK = Task(
@@ -27,7 +27,7 @@ TASK = Task(
 @pytest.fixture(scope="module")
 def qwen3_tokenizer():
     """The SmolLM2 tokenizer with a template that honours ``enable_thinking`` (its own copy)."""
-    from gem_adapters.models import load_tokenizer
+    from gem_adapters.runtime.models import load_tokenizer
 
     tokenizer = load_tokenizer("smollm2")
     tokenizer.chat_template = QWEN3_TEMPLATE
@@ -46,7 +46,7 @@ def assert_played_the_task(episode: Episode, tokenizer) -> None:
 
 
 def test_trl_row_carries_the_task_and_the_rollout_plays_it(qwen3_tokenizer, tmp_path):
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, prompt_task, task_rows
 
     rows = task_rows([TASK, TASK])
@@ -73,8 +73,8 @@ def test_verl_row_carries_the_task_and_the_agent_loop_plays_it(qwen3_tokenizer, 
     pytest.importorskip("verl.experimental.agent_loop")
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from gem_adapters.models import tiny_causal_lm
     from gem_adapters.policies.transformers_policy import TransformersPolicy
+    from gem_adapters.runtime.models import tiny_causal_lm
     from gem_adapters.verl.policy_server import PolicyServer
     from gem_adapters.verl.rows import task_from_row, task_rows, write_dataset
     from tests.adapters.verl.helpers import make_loop, verl_config

@@ -3,13 +3,14 @@ advantages: each adapter encodes the episodes in its framework's transport (TRL'
 ``token_level_rewards`` rows with the ``index`` uids and the agent loop's ``gem_state_keys`` field,
 OpenRLHF's ``Experience`` built by OpenRLHF's own code from the agent executor's output, state keys as
 codes in its info), and its hook decodes them and calls
-``gem_adapters.advantages.token_advantages`` / ``turn_values_on_tokens``. GiGPO included: each turn's
+``gem_adapters.algorithms.advantages.token_advantages`` / ``turn_values_on_tokens``. GiGPO included: each turn's
 state key travels with its sample (``tests/adapters/verl/test_state_keys.py`` runs verl's half through
 TransferQueue and the v1 trainer's advantage step)."""
 
 from __future__ import annotations
 
 import copy
+import types
 
 import numpy as np
 import pytest
@@ -23,18 +24,16 @@ from omegaconf import OmegaConf
 from openrlhf.trainer.ppo_utils.experience import Experience
 from verl.trainer.ppo import core_algos
 
-from gem_adapters.advantages import compute_advantages
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import rescore
+from gem_adapters.algorithms.advantages import compute_advantages, turn_values_on_tokens
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import rescore
+from gem_adapters.episodes.tasks import make_tasks
 from gem_adapters.openrlhf.advantages import gem_advantages_and_returns
 from gem_adapters.openrlhf.rollout import GemAgentExecutor
 from gem_adapters.policies.transformers_policy import TransformersPolicy
-from gem_adapters.rollout import rollout
-from gem_adapters.tasks import make_tasks
-from gem_adapters.trl import GEMGRPOConfig
-from gem_adapters.trl.advantages import token_advantages as trl_token_advantages
-from gem_adapters.trl.advantages import turn_advantages as trl_turn_advantages
-from gem_adapters.trl.rollout import episode_to_sample
+from gem_adapters.runtime.rollout import rollout
+from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer
+from gem_adapters.trl.rollout import rollout_output
 from gem_adapters.verl.advantages import register_estimators
 from gem_adapters.verl.state_keys import FIELD as VERL_STATE_KEYS
 from gem_adapters.verl.state_keys import state_keys_field
@@ -83,13 +82,17 @@ def trl_rows(episodes, name) -> list[torch.Tensor]:
     config = GEMGRPOConfig(
         output_dir="unused", use_cpu=True, advantage_estimator=name, gamma=GAMMA, report_to=[]
     )
-    samples = [episode_to_sample(e) for e in episodes]
-    width = max(len(s.completion_ids) for s in samples)
-    per_turn = trl_turn_advantages(episodes, config, Accelerator(cpu=True))
-    advantages = trl_token_advantages(per_turn, episodes, width)
+    rows = rollout_output(episodes, 0.0)  # what the rollout_func hands TRL: samples, spans, episodes
+    width = max(len(ids) for ids in rows["completion_ids"])
+    # The trainer's hook needs only its config and accelerator: the scoring step's path, minus TRL.
+    trainer = types.SimpleNamespace(args=config, accelerator=Accelerator(cpu=True))
+    per_turn = GEMGRPOTrainer.turn_advantages(trainer, rows["episode"])
+    advantages = torch.from_numpy(
+        turn_values_on_tokens(per_turn, width, turn_spans=rows["turn_spans"])
+    ).float()
     mask = torch.zeros(advantages.shape, dtype=torch.long)
-    for row, sample in enumerate(samples):
-        mask[row, : len(sample.env_mask)] = torch.tensor(sample.env_mask)
+    for row, env_mask in enumerate(rows["env_mask"]):
+        mask[row, : len(env_mask)] = torch.tensor(env_mask)
     return on_actions(advantages, mask)
 
 

@@ -11,9 +11,9 @@ import asyncio
 import pytest
 
 import gem_core
-from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.policies import Generation
-from gem_adapters.rollout import aplay_episode
+from gem_adapters.runtime.rollout import aplay_episode
 from gem_core.tools.base import Tool
 from gem_core.tools.call_formats import ParsedCalls, ToolCall, call_format_for, get_format
 from gem_core.wrappers.tools import ToolEnvWrapper
@@ -53,7 +53,7 @@ MARKERS = {
 @pytest.fixture(scope="module")
 def family_tokenizers():
     """Per family, SmolLM2's real tokenizer with that family's marker tokens added (as its own has them)."""
-    from gem_adapters.models import load_tokenizer
+    from gem_adapters.runtime.models import load_tokenizer
 
     out = {}
     for family in FAMILIES:

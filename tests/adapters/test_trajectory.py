@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode
-from gem_adapters.episode_builder import EpisodeBuilder
-from gem_adapters.jsonl import read_jsonl, write_jsonl
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode
+from gem_adapters.episodes.episode_builder import EpisodeBuilder
+from gem_adapters.episodes.jsonl import read_jsonl, write_jsonl
 from tests.adapters.chat_templates import CHATML_TEMPLATE, QWEN3_TEMPLATE, TRIMMING_TEMPLATE
 
 IM_END = 2  # <|im_end|> in the SmolLM2 vocabulary
@@ -424,7 +424,7 @@ def test_builder_misuse_is_an_error(tokenizer):
 def test_shared_renderer_is_one_per_tokenizer_content_and_settings(tokenizer):
     import copy
 
-    from gem_adapters.chat_renderer import shared_renderer
+    from gem_adapters.episodes.chat_renderer import shared_renderer
 
     first = shared_renderer(tokenizer, "sys", {"enable_thinking": False})
     # OpenRLHF sends a fresh copy of the tokenizer with every request: same content, same renderer.
@@ -432,25 +432,3 @@ def test_shared_renderer_is_one_per_tokenizer_content_and_settings(tokenizer):
     assert shared_renderer(tokenizer, "other", {"enable_thinking": False}) is not first
     assert shared_renderer(tokenizer, "sys") is not first
     assert first.system_prompt == "sys" and first.template_kwargs == {"enable_thinking": False}
-
-
-def test_the_old_trajectory_module_is_a_deprecated_alias():
-    import importlib
-    import sys
-
-    import gem_adapters.chat_renderer
-    import gem_adapters.episode
-    import gem_adapters.episode_builder
-    import gem_adapters.jsonl
-
-    sys.modules.pop("gem_adapters.trajectory", None)
-    with pytest.warns(DeprecationWarning, match="gem_adapters.trajectory is deprecated"):
-        old = importlib.import_module("gem_adapters.trajectory")
-    homes = (
-        gem_adapters.episode,
-        gem_adapters.chat_renderer,
-        gem_adapters.episode_builder,
-        gem_adapters.jsonl,
-    )
-    for name in old.__all__:
-        assert any(getattr(home, name, None) is getattr(old, name) for home in homes), name

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.warmup import scripted_episodes, sft_rows
+from gem_adapters.algorithms.warmup import scripted_episodes, sft_rows
+from gem_adapters.episodes.chat_renderer import ChatRenderer
 
 
 def solver(env):

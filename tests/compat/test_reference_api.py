@@ -30,7 +30,7 @@ OBSERVATION_SETTINGS = {
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from gem_adapters.models import load_tokenizer
+    from gem_adapters.runtime.models import load_tokenizer
 
     return load_tokenizer("smollm2")
 

@@ -282,7 +282,7 @@ def test_text_only_wrappers_refuse_images(wrap):
 
 def test_chat_template_refuses_images():
     pytest.importorskip("transformers")
-    from gem_adapters.models import load_tokenizer
+    from gem_adapters.runtime.models import load_tokenizer
 
     env = ChatTemplate(gem_core.make(IDS[0]), load_tokenizer("smollm2"))
     with pytest.raises(TypeError, match="ChatTemplate renders text only"):

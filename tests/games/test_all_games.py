@@ -87,3 +87,57 @@ def test_nasty_moves_never_raise(env_id):
         env.reset(seed=0)
         obs, reward, _, _, _ = env.step(f"\\boxed{{{move}}}")
         assert isinstance(obs, str) and obs.strip() and math.isfinite(reward), move
+
+
+LEGAL_GAMES = [  # the games that enumerate their legal moves (Env.sample_legal_action)
+    "GuessTheNumber", "Hangman", "Wordle", "Mastermind", "Minesweeper", "TowerOfHanoi", "Sudoku",
+    "FifteenPuzzle", "Sokoban", "Game2048",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "env_id", [f"game:{name}-v1{s}" for name in LEGAL_GAMES for s in ("-easy", "-random")]
+)
+def test_legal_players_never_make_an_invalid_move(env_id):
+    env = gem_core.make(env_id)
+    for seed in range(5):
+        env.reset(seed=seed)
+        done, played = False, []
+        while not done:
+            action = env.sample_legal_action()
+            if action is None:  # a Sudoku filled into a dead end: no digit is legal anywhere
+                assert env_id.startswith("game:Sudoku")
+                break
+            observation, _, terminated, truncated, info = env.step(action)
+            assert not info.get("format_error"), (seed, action)
+            # Sudoku also refuses a digit that breaks no rule but is not the solution's (it knows it).
+            sudoku_guess = env_id.startswith("game:Sudoku") and "breaks no rule yet" in observation
+            assert not info.get("invalid_move") or sudoku_guess, (seed, action, observation)
+            played.append(action)
+            done = terminated or truncated
+        env.reset(seed=seed)  # the same seed, the same draw: the env's action generator, re-seeded
+        assert env.sample_legal_action() == played[0]
+
+
+def test_legal_moves_are_drawn_uniformly_from_what_the_position_allows():
+    env = gem_core.make("game:GuessTheNumber-v1-easy")
+    firsts = set()
+    for seed in range(200):
+        env.reset(seed=seed)
+        firsts.add(extract_boxed(env.sample_legal_action()))
+    assert firsts == {str(n) for n in range(1, 11)}
+    env.reset(seed=0)
+    target = env.unwrapped.target
+    env.step("\\boxed{1}" if target != 1 else "\\boxed{2}")  # a hint narrows what is legal
+    allowed = {extract_boxed(env.sample_legal_action()) for _ in range(100)}
+    assert allowed == {str(n) for n in range(env.unwrapped.low, env.unwrapped.high + 1)}
+
+
+def test_envs_that_cannot_enumerate_their_moves_give_none():
+    for env_id in ("game:Crosswords-v1-easy", "game:GuessTheNumber-v0-easy", "math:Arithmetic-v0"):
+        env = gem_core.make(env_id)
+        env.reset(seed=0)
+        assert env.sample_legal_action() is None, env_id
+    tictactoe = gem_core.make("multiagent:TicTacToe-v0-random")
+    tictactoe.reset(seed=0)
+    assert extract_boxed(tictactoe.sample_legal_action()) in set("123456789")

@@ -399,8 +399,8 @@ def test_worker_killed_between_steps_is_replaced_and_its_envs_restored(backend, 
 
 @pytest.mark.parametrize("backend", ["ray"], indirect=True)
 def test_ray_actor_answers_only_the_holder_of_its_key(backend):
+    from gem_core.vector.env_host import dumps_factories
     from gem_core.vector.ray_backend import EnvActor
-    from gem_core.vector.remote import dumps_factories
 
     ray = pytest.importorskip("ray")
     key = os.urandom(32)
@@ -531,7 +531,7 @@ def test_spawned_workers_match_the_sync_backend():
 @pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v1", "game:Mastermind-v1", "game:Hangman-v1"])
 def test_a_workers_snapshot_restores_as_get_state_does(env_id):
     """``snapshot`` skips the default ``get_state``'s deep copy: it must restore the same future."""
-    from gem_core.vector.remote import snapshot
+    from gem_core.vector.env_host import snapshot
 
     env = TimeLimit(gem_core.make(env_id), 6)
     env.reset(seed=3)

@@ -2,7 +2,8 @@
 
 A game implements ``_new_game()`` (draw a new episode from ``self.rng``; return the rules text),
 ``_play(move)`` (apply one parsed move; return feedback, reward, whether the game is over and an info
-dict) and ``_random_move()``. ``GameEnv`` turns that into the Env API:
+dict) and ``_random_move()``, and, where it can, ``_legal_moves()`` (for ``sample_legal_action``).
+``GameEnv`` turns that into the Env API:
 
 * the action's move is the content of the last ``\\boxed{...}``, matched case- and space-insensitively
   by the game; an action with no ``\\boxed{}`` costs ``FORMAT_PENALTY`` and is explained, and counts
@@ -45,6 +46,11 @@ class GameEnv(Env[str]):
         """A random legal-looking move (the text inside ``\\boxed{}``), drawn from ``self.action_rng``."""
         raise NotImplementedError
 
+    def _legal_moves(self) -> list[str] | None:
+        """Every legal move of the current position (the texts inside ``\\boxed{}``), in a fixed order;
+        None (the default): the game does not enumerate them."""
+        return None
+
     def _final_reward(self) -> float:
         """Partial credit added when the turns run out before the game is won (default none)."""
         return 0.0
@@ -79,6 +85,10 @@ class GameEnv(Env[str]):
 
     def sample_random_action(self) -> str:
         return f"\\boxed{{{self._random_move()}}}"
+
+    def sample_legal_action(self) -> str | None:
+        moves = self._legal_moves()
+        return f"\\boxed{{{self.action_rng.choice(moves)}}}" if moves else None
 
     def _turns_left_text(self) -> str:
         left = self.max_turns - self.turn

@@ -37,6 +37,11 @@ class RandomDifficulty(Env):
             raise RuntimeError("call reset() before sample_random_action()")
         return self.game.sample_random_action()
 
+    def sample_legal_action(self) -> str | None:
+        if self.game is None:
+            raise RuntimeError("call reset() before sample_legal_action()")
+        return self.game.sample_legal_action()
+
     def solve_action(self) -> str | None:
         if self.game is None:
             raise RuntimeError("call reset() before solve_action()")

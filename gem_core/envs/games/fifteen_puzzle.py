@@ -130,6 +130,9 @@ class FifteenPuzzleEnv(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice(sorted(DIRECTIONS))
 
+    def _legal_moves(self) -> list[str]:
+        return legal_moves(self.board, self.size)
+
     def solve_action(self) -> str:
         """The next move of a plan that fits the turns left (plans are cached per position)."""
         key = (self.board, self.size)

@@ -116,6 +116,10 @@ class Game2048Env(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice(DIRECTIONS)
 
+    def _legal_moves(self) -> list[str]:
+        """The directions that change the board."""
+        return [d for d in DIRECTIONS if slide(self.board, d) != self.board]
+
     def solve_action(self) -> str:
         """The move with the best expected position after the random tile and one more move."""
         best, best_value = DIRECTIONS[0], -math.inf

@@ -81,6 +81,10 @@ class GuessTheNumberEnv(GameEnv):
     def _random_move(self) -> str:
         return str(self.action_rng.randint(self.min_number, self.max_number))
 
+    def _legal_moves(self) -> list[str]:
+        """The numbers the hints still allow."""
+        return [str(n) for n in range(self.low, self.high + 1)]
+
     def solve_action(self) -> str:
         """Binary search over the range the hints still allow (only what the player has been told)."""
         return f"\\boxed{{{(self.low + self.high) // 2}}}"

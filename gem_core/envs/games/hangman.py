@@ -103,6 +103,10 @@ class HangmanEnv(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice("abcdefghijklmnopqrstuvwxyz")
 
+    def _legal_moves(self) -> list[str]:
+        """The letters not guessed yet (guessing a whole word is legal too, but not enumerated)."""
+        return [c for c in "abcdefghijklmnopqrstuvwxyz" if c not in self.guessed_letters]
+
     def solve_action(self) -> str:
         """Among the answer-list words that fit the revealed pattern and every guess, guess the unguessed
         letter found in the most of them (ties: alphabetical); guess the word once only one fits."""

@@ -117,6 +117,12 @@ class MastermindEnv(GameEnv):
     def _random_move(self) -> str:
         return " ".join(map(str, self.action_rng.sample(range(1, self.num_symbols + 1), self.code_length)))
 
+    def _legal_moves(self) -> list[str]:
+        """The codes of distinct symbols not guessed yet."""
+        tried = {tuple(guess) for guess, _, _ in self.history}
+        codes = itertools.permutations(range(1, self.num_symbols + 1), self.code_length)
+        return [" ".join(map(str, code)) for code in codes if code not in tried]
+
     def solve_action(self) -> str:
         """Guess the first code (in lexicographic order) consistent with every peg answer so far."""
         for candidate in itertools.permutations(range(1, self.num_symbols + 1), self.code_length):

@@ -195,6 +195,15 @@ class MinesweeperEnv(GameEnv):
             verb = "reveal" if self.action_rng.random() < 0.9 else "flag"
         return f"{verb} {r + 1} {c + 1}"
 
+    def _legal_moves(self) -> list[str]:
+        """Revealing a hidden cell that is not flagged (flags are the player's notes, not moves of the game)."""
+        return [
+            f"reveal {r + 1} {c + 1}"
+            for r in range(self.rows)
+            for c in range(self.cols)
+            if (r, c) not in self.opened and (r, c) not in self.flags
+        ]
+
     def solve_action(self) -> str:
         """Open a cell that is certainly safe, or else the one least likely to be a mine (ties: row-major)."""
         board = self.board()

@@ -187,6 +187,19 @@ class SokobanEnv(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice(sorted(DIRECTIONS))
 
+    def _legal_moves(self) -> list[str]:
+        """The directions that move the player (onto free floor, or pushing a box onto free floor)."""
+
+        def moves(direction: str) -> bool:
+            dr, dc = DIRECTIONS[direction]
+            ahead = (self.player[0] + dr, self.player[1] + dc)
+            beyond = (ahead[0] + dr, ahead[1] + dc)
+            return ahead in self.floor and (
+                ahead not in self.boxes or (beyond in self.floor and beyond not in self.boxes)
+            )
+
+        return [d for d in sorted(DIRECTIONS) if moves(d)]
+
     def solve_action(self) -> str:
         """The next move of a plan that fits the turns left (plans are cached per position)."""
         key = (self.floor, self.targets, self.boxes, self.player)

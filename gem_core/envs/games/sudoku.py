@@ -168,6 +168,20 @@ class SudokuEnv(GameEnv):
         n = self.size
         return " ".join(str(self.action_rng.randint(1, n)) for _ in range(3))
 
+    def _legal_moves(self) -> list[str]:
+        """A digit in an empty cell that no row, column or box of the board rules out (the game also
+        refuses one that is not the solution's, which a player cannot see)."""
+        n, b, board = self.size, self.box, self.board
+
+        def allowed(r: int, c: int, d: int) -> bool:
+            box = (
+                board[i][j] for i in range(r - r % b, r - r % b + b) for j in range(c - c % b, c - c % b + b)
+            )
+            return d not in board[r] and all(board[i][c] != d for i in range(n)) and d not in box
+
+        empty = [(r, c) for r in range(n) for c in range(n) if not board[r][c]]
+        return [f"{r + 1} {c + 1} {d}" for r, c in empty for d in range(1, n + 1) if allowed(r, c, d)]
+
     def solve_action(self) -> str:
         """Solve the board as shown (backtracking over candidate sets) and fill its first empty cell."""
         solution = solve(self.board, self.box)

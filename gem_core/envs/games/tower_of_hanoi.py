@@ -115,6 +115,16 @@ class TowerOfHanoiEnv(GameEnv):
         src, dst = self.action_rng.sample(PEGS, 2)
         return f"{src} {dst}"
 
+    def _legal_moves(self) -> list[str]:
+        """A top disk onto an empty peg or a larger disk."""
+        pegs = self.pegs  # peg -> disks, bottom to top
+        return [
+            f"{a} {b}"
+            for a in PEGS
+            for b in PEGS
+            if a != b and pegs[a] and (not pegs[b] or pegs[b][-1] > pegs[a][-1])
+        ]
+
     def solve_action(self) -> str:
         """The optimal next move from the position on the board (any legal position, not just the start)."""
         peg_of = {disk: peg for peg, disks in self.pegs.items() for disk in disks}

@@ -103,6 +103,11 @@ class WordleEnv(GameEnv):
     def _random_move(self) -> str:
         return self.action_rng.choice(wordlists.words("answers", self.word_length))
 
+    def _legal_moves(self) -> list[str]:
+        """The answer-list words not tried yet."""
+        tried = {guess for guess, _ in self.history}
+        return [w for w in wordlists.words("answers", self.word_length) if w not in tried]
+
     def solve_action(self) -> str:
         """Guess the answer-list word consistent with all marks so far whose distinct letters are most
         common among the remaining candidates (ties: alphabetical)."""

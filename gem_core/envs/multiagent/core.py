@@ -143,6 +143,11 @@ class MultiAgentEnv(EnvBase):
     def sample_random_action(self, agent: str) -> str:
         return self._random_action(agent)
 
+    def sample_legal_action(self, agent: str) -> str | None:
+        """A uniformly random legal move of ``agent`` now (``Env.sample_legal_action``); None (the
+        default) where the env does not enumerate them."""
+        return None
+
 
 def rollout(
     env: MultiAgentEnv, policies: Mapping[str, Policy], seed: int | None = None, max_steps: int = 1_000

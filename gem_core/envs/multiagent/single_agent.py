@@ -100,6 +100,9 @@ class SingleAgentView(Env[str]):
     def sample_random_action(self) -> str:
         return self.env.sample_random_action(self.agent)
 
+    def sample_legal_action(self) -> str | None:
+        return self.env.sample_legal_action(self.agent)
+
     def spawn(self, same_state: bool = False, **overrides: Any) -> SingleAgentView:
         """A view of a spawned inner env (``overrides`` go to it) with the same agent and policies."""
         clone = SingleAgentView(self.env.spawn(**overrides), self.agent, self.policies)

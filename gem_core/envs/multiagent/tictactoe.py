@@ -112,6 +112,10 @@ class TicTacToeEnv(MultiAgentEnv):
         terminations = dict.fromkeys(self.agents, done)
         return self._observations(event), rewards, terminations, dict.fromkeys(self.agents, False), infos
 
+    def sample_legal_action(self, agent: str) -> str | None:
+        free = [i + 1 for i, mark in enumerate(self.board) if mark == "."]
+        return f"\\boxed{{{self.action_rng.choice(free)}}}" if free else None
+
     def _random_action(self, agent: str) -> str:
         free = [i + 1 for i, mark in enumerate(self.board) if mark == "."] or [5]
         return f"\\boxed{{{self.action_rng.choice(free)}}}"

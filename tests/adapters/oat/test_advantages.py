@@ -20,7 +20,7 @@ pytest.importorskip("oat.types")
 import torch
 from oat.types import Transition
 
-from gem_adapters.advantages import compute_advantages_flat
+from gem_adapters.algorithms.advantages import compute_advantages_flat
 from gem_adapters.oat import transition_advantages
 
 

@@ -19,11 +19,11 @@ pytest.importorskip("oat.types")
 import torch
 from oat.types import Transition
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode, Turn
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode, Turn
 from gem_adapters.oat import INFO_KEYS, episode_to_transitions, episodes_to_transitions
 from gem_adapters.policies import Generation, TransformersPolicy
-from gem_adapters.rollout import rollout
+from gem_adapters.runtime.rollout import rollout
 
 ENV_ID = "game:GuessTheNumber-v1-easy"
 

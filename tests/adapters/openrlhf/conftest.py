@@ -57,10 +57,10 @@ def scripted_guesser(tokenizer):
 def played(tokenizer, tiny_model):
     """``[(row, player, output)]`` for GuessTheNumber seeds 0, 1 and Mastermind seed 2."""
     pytest.importorskip("openrlhf.utils.agent")
-    from gem_adapters.openrlhf.advantages import ESTIMATOR_ENV
+    from gem_adapters.episodes.tasks import make_tasks
+    from gem_adapters.openrlhf.config import ESTIMATOR_ENV
     from gem_adapters.openrlhf.rows import task_rows
     from gem_adapters.policies.transformers_policy import TransformersPolicy
-    from gem_adapters.tasks import make_tasks
     from tests.adapters.openrlhf.policy_engine import PolicyEngine
 
     from .openrlhf_source import load_agent_executor

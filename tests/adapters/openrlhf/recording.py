@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from gem_adapters.openrlhf import hook
-from gem_adapters.patching import patch_on_import
+from gem_adapters.runtime.patching import patch_on_import
 
 RECORD = "GEM_OPENRLHF_CPU_RECORD"
 _COUNTER = itertools.count()

@@ -16,19 +16,13 @@ from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 import gem_core
-from gem_adapters.advantages import state_key_code
-from gem_adapters.openrlhf.advantages import (
-    ESTIMATOR_ENV,
-    NUM_TURNS,
-    STATE_KEYS,
-    SUCCESS,
-    TURN_REWARDS,
-    mask_runs,
-)
+from gem_adapters.algorithms.advantages import state_key_code
+from gem_adapters.episodes.tasks import make_tasks
+from gem_adapters.openrlhf.advantages import NUM_TURNS, STATE_KEYS, SUCCESS, TURN_REWARDS, mask_runs
+from gem_adapters.openrlhf.config import ESTIMATOR_ENV
 from gem_adapters.openrlhf.rollout import GemAgentExecutor, GemEnvInstance
 from gem_adapters.openrlhf.rows import Task, task_rows
 from gem_adapters.policies.transformers_policy import TransformersPolicy
-from gem_adapters.tasks import make_tasks
 from tests.adapters.openrlhf.policy_engine import EngineSamplingParams, PolicyEngine
 
 from ..test_state_keys_rollout import replayed_keys

@@ -16,7 +16,7 @@ pytest.importorskip("openrlhf")
 import torch
 
 from gem_adapters.openrlhf import cpu
-from gem_adapters.patching import source_root
+from gem_adapters.runtime.patching import source_root
 
 LINES = cpu.PATCHES.lines()
 
@@ -119,7 +119,7 @@ def test_openrlhf_trainer_modules_import_with_the_stand_in():
 
 
 def test_the_command_takes_its_estimator_as_a_flag_not_from_the_environment(monkeypatch):
-    from gem_adapters.openrlhf.hook import ESTIMATOR_ENV, GemOpenRLHFConfig
+    from gem_adapters.openrlhf.config import ESTIMATOR_ENV, GemOpenRLHFConfig
 
     monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
     flags = ["--actor.num_nodes", "1", "--algo.advantage.estimator", "reinforce"]

@@ -16,9 +16,9 @@ from openrlhf.datasets import PromptDataset
 from openrlhf.datasets.utils import blending_datasets
 
 import gem_core
+from gem_adapters.episodes.tasks import make_tasks
 from gem_adapters.openrlhf.rollout import GemAgentExecutor
 from gem_adapters.openrlhf.rows import Task, task_rows, write_prompts
-from gem_adapters.tasks import make_tasks
 
 from .openrlhf_source import load_agent_executor, parse_cli
 

@@ -1,6 +1,6 @@
 """The per-turn estimator that replaces ``RemoteExperienceMaker.compute_advantages_and_returns``, on
 the played episodes as OpenRLHF batches them (its own conversion, ``concat_experiences`` and the
-arguments its CLI parses), against ``gem_adapters.advantages`` and against OpenRLHF's own estimator."""
+arguments its CLI parses), against ``gem_adapters.algorithms.advantages`` and against OpenRLHF's own estimator."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import torch
 from openrlhf.trainer.ppo_utils.experience import Experience
 from openrlhf.trainer.ppo_utils.kl_controller import FixedKLController
 
-from gem_adapters.advantages import compute_advantages, discounted_returns, turn_values_to_tokens
+from gem_adapters.algorithms.advantages import compute_advantages, discounted_returns, turn_values_to_tokens
 from gem_adapters.openrlhf.advantages import (
     NUM_TURNS,
     STATE_KEYS,

@@ -18,9 +18,11 @@ import pytest
 
 pytest.importorskip("openrlhf.utils.agent")
 
-from gem_adapters import patching
+from gem_adapters.openrlhf import config as openrlhf_config
 from gem_adapters.openrlhf import hook
-from gem_adapters.openrlhf.advantages import ESTIMATOR_ENV, compute_advantages_and_returns
+from gem_adapters.openrlhf.advantages import compute_advantages_and_returns
+from gem_adapters.openrlhf.config import ESTIMATOR_ENV
+from gem_adapters.runtime import patching
 
 
 def test_runtime_env_hook_adds_the_setup_hook_and_the_estimator(monkeypatch):
@@ -39,39 +41,52 @@ def test_runtime_env_hook_adds_the_setup_hook_and_the_estimator(monkeypatch):
     with pytest.raises(ValueError, match="choose one of"):
         hook.runtime_env_hook(None)
     monkeypatch.delenv(ESTIMATOR_ENV)
-    monkeypatch.delenv(hook.CPU_ENV, raising=False)
+    monkeypatch.delenv(openrlhf_config.CPU_ENV, raising=False)
     with pytest.raises(ValueError, match=ESTIMATOR_ENV):
         hook.runtime_env_hook(None)
 
 
 def test_runtime_env_hook_carries_the_cpu_switch_without_an_estimator(monkeypatch):
     monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
-    monkeypatch.setenv(hook.CPU_ENV, "1")
+    monkeypatch.setenv(openrlhf_config.CPU_ENV, "1")
     env = hook.runtime_env_hook({"env_vars": {"A": "1"}})
-    assert env == {"env_vars": {"A": "1", hook.CPU_ENV: "1"}, "worker_process_setup_hook": hook.SETUP_HOOK}
+    assert env == {
+        "env_vars": {"A": "1", openrlhf_config.CPU_ENV: "1"},
+        "worker_process_setup_hook": hook.SETUP_HOOK,
+    }
     monkeypatch.setenv(ESTIMATOR_ENV, "rebn")
-    assert hook.runtime_env_hook(None)["env_vars"] == {ESTIMATOR_ENV: "rebn", hook.CPU_ENV: "1"}
+    assert hook.runtime_env_hook(None)["env_vars"] == {ESTIMATOR_ENV: "rebn", openrlhf_config.CPU_ENV: "1"}
 
 
 def test_the_configuration_is_one_object_and_the_environment_only_carries_it(monkeypatch):
-    config = hook.GemOpenRLHFConfig(estimator="rebn", cpu=True)
+    config = openrlhf_config.GemOpenRLHFConfig(estimator="rebn", cpu=True)
     env = config.environment()
-    assert env == {"RAY_RUNTIME_ENV_HOOK": hook.RUNTIME_ENV_HOOK, ESTIMATOR_ENV: "rebn", hook.CPU_ENV: "1"}
+    assert env == {
+        "RAY_RUNTIME_ENV_HOOK": openrlhf_config.RUNTIME_ENV_HOOK,
+        ESTIMATOR_ENV: "rebn",
+        openrlhf_config.CPU_ENV: "1",
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert hook.GemOpenRLHFConfig.from_environment() == config  # what the workers read back
+    assert openrlhf_config.GemOpenRLHFConfig.from_environment() == config  # what the workers read back
     assert hook.runtime_env_hook(None)["env_vars"] == config.worker_variables()
-    assert hook.GemOpenRLHFConfig().environment() == {}  # OpenRLHF untouched: no hook at all
+    assert openrlhf_config.GemOpenRLHFConfig().environment() == {}  # OpenRLHF untouched: no hook at all
     with pytest.raises(ValueError, match="choose one of"):
-        hook.GemOpenRLHFConfig(estimator="gae")  # needs a critic's per-turn values
+        openrlhf_config.GemOpenRLHFConfig(estimator="gae")  # needs a critic's per-turn values
     # A launcher's environment: the caller's variables, with stale transport variables replaced.
     stale = {"PATH": "/bin", ESTIMATOR_ENV: "grpo", "RAY_RUNTIME_ENV_HOOK": "old.hook"}
-    assert hook.launch_environment(hook.GemOpenRLHFConfig(), stale) == {"PATH": "/bin"}
-    assert hook.launch_environment(hook.GemOpenRLHFConfig(estimator="rloo"), stale) == {
+    assert openrlhf_config.launch_environment(openrlhf_config.GemOpenRLHFConfig(), stale) == {"PATH": "/bin"}
+    assert openrlhf_config.launch_environment(openrlhf_config.GemOpenRLHFConfig(estimator="rloo"), stale) == {
         "PATH": "/bin",
-        "RAY_RUNTIME_ENV_HOOK": hook.RUNTIME_ENV_HOOK,
+        "RAY_RUNTIME_ENV_HOOK": openrlhf_config.RUNTIME_ENV_HOOK,
         ESTIMATOR_ENV: "rloo",
     }
+
+
+@pytest.mark.parametrize("line", hook.estimator_patch("rebn").lines, ids=str)
+def test_the_estimator_swap_is_pinned_to_openrlhfs_lines(line):
+    """The replaced method and what the replacement reads as OpenRLHF's does, in the installed OpenRLHF."""
+    assert line.read(patching.source_root("openrlhf")) == line.text
 
 
 @pytest.fixture
@@ -95,7 +110,7 @@ def probe_module(tmp_path, monkeypatch):
 def test_setup_worker_patches_the_experience_maker_when_it_is_imported(probe_module, monkeypatch):
     monkeypatch.setattr(hook, "TARGET", probe_module)
     monkeypatch.setenv(ESTIMATOR_ENV, "grpo")
-    monkeypatch.delenv(hook.CPU_ENV, raising=False)
+    monkeypatch.delenv(openrlhf_config.CPU_ENV, raising=False)
     hook.setup_worker()
     assert probe_module not in sys.modules and len(patching.pending(probe_module)) == 1
     module = __import__(probe_module)
@@ -115,7 +130,7 @@ def test_setup_worker_patches_the_experience_maker_when_it_is_imported(probe_mod
 def test_setup_worker_does_nothing_without_an_estimator(probe_module, monkeypatch):
     monkeypatch.setattr(hook, "TARGET", probe_module)
     monkeypatch.delenv(ESTIMATOR_ENV, raising=False)
-    monkeypatch.delenv(hook.CPU_ENV, raising=False)
+    monkeypatch.delenv(openrlhf_config.CPU_ENV, raising=False)
     hook.setup_worker()
     assert patching.pending(probe_module) == []
     assert not hasattr(__import__(probe_module).RemoteExperienceMaker, "gem_estimator")
@@ -154,7 +169,7 @@ def test_ray_workers_of_an_openrlhf_style_launch_get_the_hook():
         class Worker:
             def report(self):
                 from gem_adapters.openrlhf import hook
-                from gem_adapters import patching
+                from gem_adapters.runtime import patching
                 pending = [hook.TARGET] if patching.pending(hook.TARGET) else []
                 return {{"estimator": os.environ.get({ESTIMATOR_ENV!r}),
                          "tokenizers": os.environ.get("TOKENIZERS_PARALLELISM"),

@@ -204,7 +204,7 @@ def test_new_weights_reached_the_vllm_worker_after_each_step(run):
 def test_gigpo_advantages_use_the_executors_state_keys(gigpo_run):
     out, log = gigpo_run
     assert "Global step 2:" in log
-    from gem_adapters.advantages import compute_advantages, turn_values_to_tokens
+    from gem_adapters.algorithms.advantages import compute_advantages, turn_values_to_tokens
 
     records = load(out, "trainer")
     assert len(records) == 2

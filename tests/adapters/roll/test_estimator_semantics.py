@@ -1,4 +1,4 @@
-"""The advantages that ROLL computes under examples/roll/*.yaml equal gem_adapters.advantages on the same episodes.
+"""The advantages that ROLL computes under examples/roll/*.yaml equal gem_adapters.algorithms.advantages on the same episodes.
 
 ROLL is not on PyPI, so its arithmetic is written out below from its source (alibaba/ROLL, main at
 commit 8eb27cc of 2026-08-18), in torch float32 as ROLL runs it, and driven by the YAML's fields:
@@ -36,7 +36,7 @@ import yaml
 gem = pytest.importorskip("gem", reason="the reference GEM (pip install gem-llm) is what ROLL consumes")
 
 import gem_core  # noqa: E402
-from gem_adapters.advantages import compute_advantages  # noqa: E402
+from gem_adapters.algorithms.advantages import compute_advantages  # noqa: E402
 from gem_adapters.roll import NAMESPACE  # noqa: E402
 from gem_adapters.roll.env import make_roll_env  # noqa: E402
 from tests.adapters.roll.players import play  # noqa: E402

@@ -75,7 +75,7 @@ except Exception as exc:  # ImportError, or one of ROLL's dependencies failing o
         allow_module_level=True,
     )
 
-from gem_adapters.advantages import compute_advantages  # noqa: E402
+from gem_adapters.algorithms.advantages import compute_advantages  # noqa: E402
 from gem_adapters.roll import NAMESPACE  # noqa: E402
 from gem_adapters.roll.env import RollEnv  # noqa: E402
 from tests.adapters.roll.players import agent_action  # noqa: E402

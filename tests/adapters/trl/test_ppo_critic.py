@@ -12,7 +12,12 @@ import torch
 
 pytest.importorskip("trl")
 
-from gem_adapters.advantages import ESTIMATORS, compute_advantages, discounted_returns, register_estimator
+from gem_adapters.algorithms.advantages import (
+    ESTIMATORS,
+    compute_advantages,
+    discounted_returns,
+    register_estimator,
+)
 from gem_adapters.trl import GEMGRPOConfig, GEMPPOConfig, GEMPPOTrainer
 from tests.adapters.trl.test_trl_adapter import (
     action_length_env,  # noqa: F401 (autouse: registers TEST_ENV)

@@ -12,10 +12,10 @@ pytest.importorskip("trl")
 from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.models import tiny_causal_lm
+from gem_adapters.algorithms.warmup import scripted_episodes, sft_rows
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.runtime.models import tiny_causal_lm
 from gem_adapters.trl import GEMSFTTrainer
-from gem_adapters.warmup import scripted_episodes, sft_rows
 from tests.adapters.test_prefix_tree import assert_same_gradient
 
 

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("trl")
 
-from gem_adapters.jsonl import read_jsonl
+from gem_adapters.episodes.jsonl import read_jsonl
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_trl.py"
 
@@ -134,23 +134,48 @@ def run_example(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
     )
 
 
-def test_help_lists_the_registered_estimators_and_bad_settings_are_errors(example):
-    from gem_adapters.advantages import estimator_names
+HEAVY = ("torch", "transformers", "trl", "gem_adapters.trl")
+# The example run as a script in this interpreter, then what it had imported when it exited.
+AS_SCRIPT = """
+import runpy, sys
+sys.argv = [{example!r}, *{argv!r}]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exit:
+    print(exit.code, [m for m in {heavy!r} if m in sys.modules])
+"""
 
-    helped = run_example("--help")
-    assert helped.returncode == 0
-    assert "loading TRL" in helped.stderr  # says something before the imports
+
+def run_as_script(*argv: str) -> subprocess.CompletedProcess:
+    code = AS_SCRIPT.format(example=str(EXAMPLE), argv=list(argv), heavy=HEAVY)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+def test_help_and_bad_settings_come_before_torch_and_trl_load(example):
+    from gem_adapters.algorithms.advantages import estimator_names
+
+    helped = run_as_script("--help")
+    assert helped.stdout.strip().splitlines()[-1] == "0 []", helped.stderr[-2000:]
     text = " ".join(helped.stdout.split())
-    for name in estimator_names(values=False):
+    for name in estimator_names(values=False, state_keys=True):
         assert name in text
-    assert "--warmup_episodes" in text and "--per_device_train_batch_size" in text
+    assert "--warmup_episodes" in text and "--per_device_train_batch_size" in text and "--help_all" in text
     for argv, message in (
-        (["--advantage_estimator", "gae"], "GEMPPOTrainer"),
-        (["--advantage_estimator", "gem_nope"], "unknown advantage_estimator"),
+        (["--advantage_estimator", "gae"], "needs a critic's per-turn values"),
+        (["--advantage_estimator", "gem_nope"], "unknown estimator 'gem_nope'"),
+        (["--env_id", "game:Nope-v0"], "No env registered as 'game:Nope-v0'"),
+        (["--max_steps", "many"], "invalid int value"),
     ):
-        failed = run_example(*argv)
-        assert failed.returncode == 2, failed.stderr[-2000:]
+        failed = run_as_script(*argv)
+        assert failed.stdout.strip().splitlines()[-1] == "2 []", failed.stderr[-2000:]
         assert message in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_help_all_lists_trls_own_fields(example):
+    helped = run_example("--help_all")
+    assert helped.returncode == 0, helped.stderr[-2000:]
+    text = " ".join(helped.stdout.split())
+    assert "--vllm_mode" in text and "--max_turns" in text and "--warmup_episodes" in text
 
 
 def test_report_to_tensorboard_and_wandb_get_the_metrics_csv_rows(example, tmp_path, monkeypatch):

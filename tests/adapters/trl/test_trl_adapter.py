@@ -16,7 +16,7 @@ import torch
 pytest.importorskip("trl")
 
 import gem_core
-from gem_adapters.advantages import compute_advantages
+from gem_adapters.algorithms.advantages import compute_advantages
 from gem_adapters.trl import (
     GEMGRPOConfig,
     GEMGRPOTrainer,
@@ -77,7 +77,7 @@ def make_trainer(
     tokenizer, tmp_path, env_id=TEST_ENV, seed=0, config_class=GEMGRPOConfig, trainer_class=None, **overrides
 ):
     """A trainer (default ``ProbeTrainer``) of a tiny random Llama on ``env_id``: one small step."""
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     settings = dict(
         output_dir=str(tmp_path),
@@ -127,7 +127,7 @@ def test_config_picks_fp32_on_cpu_and_checks_the_estimator(tmp_path):
     config = GEMGRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2)
     assert config.bf16 is (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     assert not config.gradient_checkpointing and config.share_prefixes  # the prefix tree runs by default
-    with pytest.raises(ValueError, match="unknown advantage_estimator"):
+    with pytest.raises(ValueError, match="unknown estimator 'ppo'"):
         GEMGRPOConfig(output_dir=str(tmp_path), advantage_estimator="ppo")
 
 
@@ -237,8 +237,29 @@ def test_episode_samples_and_logged_metrics(rebn_run):
     episodes = [row["episode"] for row in rows]
     assert logged["env/turns"] == 3
     assert logged["env/return"] == pytest.approx(np.mean([e.total_reward for e in episodes]))
+    # TRL's logged reward is the return of the per-turn rewards the estimator trained on.
+    assert logged["reward"] == pytest.approx(logged["env/return"])
+    assert rows[0]["turn_spans"] == episode_to_sample(rows[0]["episode"]).turn_spans
     assert logged["env/tokens_per_second"] > 0
     assert json.loads(rows[0]["prompt"])["env_id"] == TEST_ENV
+
+
+def test_reward_funcs_are_refused_with_where_the_rewards_come_from(rebn_run, tokenizer):
+    """A GRPOTrainer script's reward function would be called and logged but not trained on: refused."""
+    from gem_adapters.runtime.models import tiny_causal_lm
+
+    def my_reward(completions, **kwargs):
+        return [12.23] * len(completions)
+
+    # The run's own config: a fresh TrainingArguments would reset accelerate's state under the run.
+    with pytest.raises(ValueError, match="env's per-turn rewards"):
+        GEMGRPOTrainer(
+            tiny_causal_lm(tokenizer, seed=0),
+            rebn_run[0].args,
+            tasks_dataset(TEST_ENV, 4),
+            processing_class=tokenizer,
+            reward_funcs=[my_reward],
+        )
 
 
 def test_the_learner_shares_prefixes_with_the_padded_forwards_loss(rebn_run):

@@ -19,7 +19,7 @@ pytest.importorskip("trl")
 pytest.importorskip("PIL.Image")
 
 import gem_core  # noqa: E402
-from gem_adapters.multimodal import (  # noqa: E402
+from gem_adapters.policies.multimodal import (  # noqa: E402
     first_observation_images,
     images_only_in_first_prompt,
     tiny_llava,

@@ -77,7 +77,7 @@ def run(tmp_path_factory, tokenizer):
     from transformers import AutoModelForCausalLM
     from trl.generation.vllm_generation import VLLMGeneration
 
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, VLLMPolicy, tasks_dataset
 
     folder = tmp_path_factory.mktemp("vllm_cpu")

@@ -38,8 +38,8 @@ pytest.importorskip("transfer_queue")
 
 import torch
 
-from gem_adapters.advantages import mask_runs, state_keys_to_json
-from gem_adapters.patching import source_root
+from gem_adapters.algorithms.advantages import mask_runs, state_keys_to_json
+from gem_adapters.runtime.patching import source_root
 from gem_adapters.verl import cpu
 from gem_adapters.verl.advantages import gem_advantages
 from gem_adapters.verl.state_keys import FIELD

@@ -31,8 +31,13 @@ from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-from gem_adapters.advantages import compute_advantages, mask_runs, state_keys_from_json, turn_values_to_tokens
-from gem_adapters.patching import source_root
+from gem_adapters.algorithms.advantages import (
+    compute_advantages,
+    mask_runs,
+    state_keys_from_json,
+    turn_values_to_tokens,
+)
+from gem_adapters.runtime.patching import source_root
 from gem_adapters.verl import state_keys
 from gem_adapters.verl.advantages import register_estimators
 

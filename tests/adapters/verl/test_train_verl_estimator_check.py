@@ -38,7 +38,7 @@ def test_an_unknown_estimator_fails_with_the_registered_list_and_writes_nothing(
 PLUGIN = f"""
 import importlib.util, sys
 import numpy as np
-from gem_adapters.advantages import register_estimator
+from gem_adapters.algorithms.advantages import register_estimator
 
 @register_estimator("halved_returns")
 def halved_returns(batch, *, gamma, **_):

@@ -30,14 +30,14 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 import gem_core
-from gem_adapters.advantages import (
+from gem_adapters.algorithms.advantages import (
     compute_advantages,
     discounted_returns,
     mask_runs,
     turn_values_to_tokens,
 )
+from gem_adapters.episodes.tasks import make_tasks
 from gem_adapters.policies.transformers_policy import TransformersPolicy
-from gem_adapters.tasks import make_tasks
 from gem_adapters.verl.advantages import register_estimators
 from gem_adapters.verl.policy_server import PolicyServer
 from gem_adapters.verl.rollout import GemAgentLoop

@@ -1,5 +1,5 @@
 """Record and replay: episodes as JSONL, one per line (texts, ids, logprobs, rewards, info, env id,
-seed; image observations as base64 PNG). ``gem_adapters.episode.rescore`` replaces the rewards of
+seed; image observations as base64 PNG). ``gem_adapters.episodes.episode.rescore`` replaces the rewards of
 episodes read back."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.episode import Episode
 
 
 def write_jsonl(path: str | Path, episodes: Iterable[Episode], append: bool = False) -> int:

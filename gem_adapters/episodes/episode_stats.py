@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gem_adapters.episode import Episode
+from gem_adapters.episodes.episode import Episode
 
 
 def episode_stats(episodes: Sequence[Episode]) -> dict[str, float]:

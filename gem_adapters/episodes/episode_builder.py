@@ -12,8 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode, Turn, observation_images
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode, Turn, observation_images
 from gem_core.observation import MultimodalObservation
 
 
@@ -111,7 +111,7 @@ class EpisodeBuilder:
         state_key: Any = None,
     ) -> None:
         """Record the env's answer to the last action. ``reward`` None (an env with no reward signal
-        for this turn) is stored as 0.0 (``gem_adapters.advantages``); ``state_key`` is the env's state
+        for this turn) is stored as 0.0 (``gem_adapters.algorithms.advantages``); ``state_key`` is the env's state
         key after the action, which the next turn records. ``info["use_tool"]`` marks ``observation`` as
         a tool's result, rendered with the template's tool role (``ChatRenderer.tool_role``)."""
         if not self.episode.turns or self._observation is not None:

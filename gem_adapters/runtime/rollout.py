@@ -13,7 +13,7 @@ loops, OpenRLHF's agent executors); each env of ``arollout`` is played by it too
 share one turn step (``_Player``): the next action's token budget, the action, the env's answer,
 the stop; a framework adapter adds only its engine call and its output format.
 
-Limits: a ``RolloutLimits`` (``gem_adapters.rollout_limits``) as ``limits=``, or its four fields
+Limits: a ``RolloutLimits`` (``gem_adapters.runtime.rollout_limits``) as ``limits=``, or its four fields
 (``max_turns``, ``max_new_tokens``, ``max_context_tokens``, ``max_response_tokens``) as keywords.
 ``rollout`` and ``arollout`` hold ``max_context_tokens`` within the policy's own context
 (``policy.max_context_tokens``, e.g. ``TransformersPolicy``'s): an episode that fills the model's
@@ -24,7 +24,7 @@ finished envs are never stepped again, so ``next_step`` works too), or as env id
 env is built and closed here. ``aplay_episode`` takes one env: a gem_core env (its ``reset`` and
 ``step`` run in a worker thread, so concurrent episodes overlap) or any object with coroutine
 ``reset(seed=...)`` and ``step(action)`` of the same results (e.g. an adapter around a framework's
-own env object). Chat history is the renderer's job (``gem_adapters.chat_renderer``): envs need no
+own env object). Chat history is the renderer's job (``gem_adapters.episodes.chat_renderer``): envs need no
 history wrapper.
 
 Seeds: ``seeds=s`` gives env ``i`` the seed ``s + i``; a list gives one per env. Repeat a seed to put
@@ -37,7 +37,7 @@ reports one there (an env that is not a gem_core env, or one in a worker process
 backends keep their envs elsewhere: there only ``info["state_key"]`` is seen.
 
 Rewards: an env may answer a turn with reward ``None`` (no reward signal for it); the episode stores
-0.0, what every estimator makes of None (``gem_adapters.advantages``).
+0.0, what every estimator makes of None (``gem_adapters.algorithms.advantages``).
 
 Sampling seeds: with a policy that takes per-prompt seeds (``TransformersPolicy``), turn ``k`` of env
 ``i`` samples from the random stream ``stream_seed(base, i, k)``; ``base`` is ``sampling.seed`` if
@@ -63,11 +63,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode, as_observation
-from gem_adapters.episode_builder import EpisodeBuilder
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode, as_observation
+from gem_adapters.episodes.episode_builder import EpisodeBuilder
 from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingParams, as_policy, stream_seed
-from gem_adapters.rollout_limits import RolloutLimits
+from gem_adapters.runtime.rollout_limits import RolloutLimits
 
 Generate = Callable[[list[int], SamplingParams], Awaitable[Generation]]
 ENV_STEP_WAIT_S = 0.005  # how long the engine waits for an env's answer before decoding on without it
@@ -280,7 +280,7 @@ async def aplay_episode(
     ``release(prompt_ids)`` (default: ``generate.release`` if it has one, e.g. ``policy.release``
     of a ``TransformersPolicy`` to drop its key/value cache) is called with the last prompt when the
     episode ends. ``limits`` (or its fields as keywords) and the ``stopped_by`` labels are those of
-    ``rollout`` (see ``gem_adapters.rollout_limits``)."""
+    ``rollout`` (see ``gem_adapters.runtime.rollout_limits``)."""
     turn = _TurnSettings.make(renderer, RolloutLimits.of(limits, limit_keywords), sampling)
     observation, info = await _call(env.reset, seed=seed)
     if env_id is None:

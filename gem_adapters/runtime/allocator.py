@@ -11,7 +11,7 @@ The process keeps its high-water mark of memory instead of returning it between 
 Measured on the default ``examples/train_trl.py`` run (``benchmarks/results/train_step_profile.txt``),
 against glibc's defaults and against jemalloc, which on this workload faulted more than glibc.
 
-    from gem_adapters.allocator import reuse_freed_memory
+    from gem_adapters.runtime.allocator import reuse_freed_memory
 
     reuse_freed_memory()  # at the start of a training script; a no-op where the C library is not glibc
 

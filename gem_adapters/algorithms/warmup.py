@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from gem_adapters.chat_renderer import ChatRenderer
-from gem_adapters.episode import Episode, as_observation
-from gem_adapters.episode_builder import EpisodeBuilder
+from gem_adapters.episodes.chat_renderer import ChatRenderer
+from gem_adapters.episodes.episode import Episode, as_observation
+from gem_adapters.episodes.episode_builder import EpisodeBuilder
 
 Player = Callable[[Any], str]  # the innermost game -> the next action's text
 Move = tuple[Any, str, tuple]  # (observation, the action's text, env.step's 5-tuple)

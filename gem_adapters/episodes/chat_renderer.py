@@ -62,7 +62,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from gem_adapters.episode import chat_content, observation_images
+from gem_adapters.episodes.episode import chat_content, observation_images
 from gem_core.observation import MultimodalObservation, text_only_error
 
 _USER_PROBE = "GEMPROBEUSERq7"

@@ -92,7 +92,7 @@ def load_model(name_or_path: str = SMOLLM2, dtype: Any = None, **kwargs: Any):
 
 def tiny_llama_config(tokenizer: Any, hidden_size: int = 64, num_layers: int = 2):
     """The config of a small Llama over ``tokenizer``'s vocabulary (also the text model of
-    ``gem_adapters.multimodal.tiny_llava``)."""
+    ``gem_adapters.policies.multimodal.tiny_llava``)."""
     from transformers import LlamaConfig
 
     return LlamaConfig(

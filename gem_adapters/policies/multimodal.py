@@ -2,7 +2,7 @@
 
 The path of an image (``gem_core.observation.MultimodalObservation``, e.g. ``math:GeometryFigures-v0``):
 
-1. ``ChatRenderer(processor)`` (``gem_adapters.chat_renderer``) renders the observation with the
+1. ``ChatRenderer(processor)`` (``gem_adapters.episodes.chat_renderer``) renders the observation with the
    processor's chat template and expands its image placeholder into the model's image tokens, so the
    episode's ids are exactly what the model and a trainer's processor see. ``builder.context()``
    returns those ids with the images attached (``PromptIds.images``).
@@ -35,10 +35,10 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from gem_adapters.episode import Episode, observation_images
-from gem_adapters.models import tiny_llama_config
+from gem_adapters.episodes.episode import Episode, observation_images
 from gem_adapters.policies.base import Generation, Policy, SamplingParams
 from gem_adapters.policies.transformers_policy import sample
+from gem_adapters.runtime.models import tiny_llama_config
 
 # ChatML (SmolLM2's turn format) that also renders content lists, an image entry as <image>.
 IMAGE_CHAT_TEMPLATE = (

@@ -1,4 +1,4 @@
-"""RolloutLimits: how long an episode may grow, for every rollout driver (``gem_adapters.rollout``).
+"""RolloutLimits: how long an episode may grow, for every rollout driver (``gem_adapters.runtime.rollout``).
 
   ``max_turns``            actions per episode; an episode stopped here has its last turn flagged
                            truncated and ``episode.info["stopped_by"] = "max_turns"``.

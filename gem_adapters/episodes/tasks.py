@@ -50,7 +50,7 @@ class Task:
             )
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(
-                f"a GEM task is JSON with env_id and seed (see gem_adapters.tasks), got {data!r}"
+                f"a GEM task is JSON with env_id and seed (see gem_adapters.episodes.tasks), got {data!r}"
             ) from exc
 
 

@@ -97,8 +97,9 @@ ENTRY_POINT_GROUP = "gem_adapters.estimators"
 @dataclass(frozen=True)
 class Estimator:
     """A registered estimator: ``fn(batch: TurnBatch, *, gamma, lam, eps, reduce_fn) -> per-turn float64
-    array`` and what it needs besides rewards. Adapters read these flags to offer only what their
-    trainer can feed: ``needs_values`` (a critic's per-turn values), ``needs_groups`` (group ids of
+    array`` and what it needs besides rewards. Adapters check a name against what their trainer can
+    feed with ``require_estimator`` (and list the usable ones with ``estimator_names``):
+    ``needs_values`` (a critic's per-turn values), ``needs_groups`` (group ids of
     episodes that share an initial state), ``needs_state_keys`` (each turn's env state key)."""
 
     name: str
@@ -109,6 +110,16 @@ class Estimator:
 
     def __call__(self, batch: TurnBatch, **kwargs: Any) -> np.ndarray:
         return self.fn(batch, **kwargs)
+
+    def missing(self, *, values: bool, groups: bool, state_keys: bool) -> list[str]:
+        """What this estimator needs that a trainer supplying (``True``) or not values, group ids and
+        state keys lacks (empty: the trainer can feed it)."""
+        needs = [
+            (self.needs_values and not values, "a critic's per-turn values"),
+            (self.needs_groups and not groups, "group ids"),
+            (self.needs_state_keys and not state_keys, "per-turn env state keys"),
+        ]
+        return [what for lacking, what in needs if lacking]
 
 
 ESTIMATORS: dict[str, Estimator] = {}
@@ -152,10 +163,32 @@ def estimator_names(*, values: bool = False, groups: bool = True, state_keys: bo
     return sorted(
         e.name
         for e in ESTIMATORS.values()
-        if (values or not e.needs_values)
-        and (groups or not e.needs_groups)
-        and (state_keys or not e.needs_state_keys)
+        if not e.missing(values=values, groups=groups, state_keys=state_keys)
     )
+
+
+def require_estimator(
+    name: str,
+    *,
+    values: bool = False,
+    groups: bool = True,
+    state_keys: bool = False,
+    trainer: str = "this trainer",
+) -> Estimator:
+    """The estimator registered as ``name``, if a trainer that can (``True``) or cannot supply per-turn
+    values, group ids and per-turn state keys can feed it: how every adapter checks a configured name,
+    when the run is configured. Otherwise a ``ValueError`` naming ``trainer``, what it lacks, and the
+    names it could use instead."""
+    usable = estimator_names(values=values, groups=groups, state_keys=state_keys)
+    if name not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {name!r} for {trainer}; choose one of {usable}")
+    estimator = ESTIMATORS[name]
+    missing = estimator.missing(values=values, groups=groups, state_keys=state_keys)
+    if missing:
+        raise ValueError(
+            f"{trainer} cannot feed estimator {name!r}: it needs {' and '.join(missing)}; choose one of {usable}"
+        )
+    return estimator
 
 
 def get_estimator(name: str) -> Estimator:
@@ -301,7 +334,7 @@ class TurnBatch:
         if self.state is None:
             raise ValueError(
                 f"the {name!r} estimator needs state_keys (each turn's env state key, Turn.state_key, "
-                "recorded by gem_adapters.rollout); this trainer's advantage hook does not receive them"
+                "recorded by gem_adapters.runtime.rollout); this trainer's advantage hook does not receive them"
             )
         return self.state
 
@@ -516,7 +549,7 @@ def compute_advantages(
 
 
 def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -> list[np.ndarray]:
-    """Per-turn advantages of ``gem_adapters.episode.Episode`` objects; GRPO groups default to
+    """Per-turn advantages of ``gem_adapters.episodes.episode.Episode`` objects; GRPO groups default to
     ``episode.group_id`` (episodes of the same env id and seed share a group), state keys to each
     turn's ``state_key`` and rewards to each turn's ``reward`` (``turn_rewards=`` replaces them: one
     list of floats or None per episode)."""

@@ -11,9 +11,9 @@ sequence. Its layouts:
                             holds every action (the one-sample-per-episode form of TRL, verl, OpenRLHF)
   ``to_turn_samples()``     one sample per turn: the full context before the action, and the action
 
-``Episode``s are built turn by turn by ``gem_adapters.episode_builder.EpisodeBuilder`` (from a
-``gem_adapters.chat_renderer.ChatRenderer``), stored by ``gem_adapters.jsonl`` and summarised by
-``gem_adapters.episode_stats``; ``rescore`` replaces the rewards of stored episodes.
+``Episode``s are built turn by turn by ``gem_adapters.episodes.episode_builder.EpisodeBuilder`` (from a
+``gem_adapters.episodes.chat_renderer.ChatRenderer``), stored by ``gem_adapters.episodes.jsonl`` and summarised by
+``gem_adapters.episodes.episode_stats``; ``rescore`` replaces the rewards of stored episodes.
 
 Images: an observation may be a ``gem_core.observation.MultimodalObservation`` (text + PNG images);
 ``Episode.images()`` lists the images of the sequence, and ``to_dict`` stores them as base64 PNG.
@@ -253,7 +253,7 @@ def rescore(
 ) -> list[Episode]:
     """Copies of ``episodes`` with new rewards: ``reward_fn(episode)`` returns the episode's
     ``turn_rewards`` (one per turn, a float or None for a turn without a reward signal, stored as
-    0.0: what every estimator makes of None, ``gem_adapters.advantages``), or a single number that
+    0.0: what every estimator makes of None, ``gem_adapters.algorithms.advantages``), or a single number that
     goes on the last turn (the others get 0). The old rewards are kept in each turn's
     ``info["previous_reward"]``."""
     out = []
