@@ -54,8 +54,8 @@ def matmul_peak(dtype: torch.dtype, m: int = 1024, k: int = 576, n: int = 1536, 
 def warmed_up(row, seed: int, cache: Path):
     """The row's SmolLM2 after its SFT warm-up, built once per seed and cached as a plain HF folder."""
     from benchmarks.baselines.train_run import load_policy
-    from gem_adapters.chat_renderer import ChatRenderer
-    from gem_adapters.models import load_model, load_tokenizer
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
+    from gem_adapters.runtime.models import load_model, load_tokenizer
 
     folder = cache / f"{row.name}-seed{seed}"
     if not (folder / "config.json").exists():
@@ -75,7 +75,7 @@ class EngineProbe:
         from gem_adapters.policies import kv_engine
 
         rollout_module = importlib.import_module(
-            "gem_adapters.rollout"
+            "gem_adapters.runtime.rollout"
         )  # the package exports a function of that name
 
         self.engines: list = []
@@ -112,7 +112,7 @@ def run(args) -> dict:
 
     from benchmarks.baselines.rows import ENVS
     from benchmarks.baselines.train_run import grpo_trainer
-    from gem_adapters.allocator import reuse_freed_memory
+    from gem_adapters.runtime.allocator import reuse_freed_memory
 
     row = next(r for r in ENVS if r.name == ROW)
     torch.set_num_threads(args.threads)

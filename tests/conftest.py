@@ -7,7 +7,7 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TOKENIZERS_PARALLELISM"] = "false"
-# fp32 wherever a trainer would pick bf16 on its own (gem_adapters.precision), so that no test's numbers depend
+# fp32 wherever a trainer would pick bf16 on its own (gem_adapters.runtime.precision), so that no test's numbers depend
 # on whether this machine's CPU computes bf16 natively; tests of bf16 ask for it.
 os.environ["GEM_PRECISION"] = "fp32"
 

@@ -234,7 +234,7 @@ def train(
 
     from gem_adapters.trl import EpisodeBatchCallback
 
-    from gem_adapters.allocator import reuse_freed_memory
+    from gem_adapters.runtime.allocator import reuse_freed_memory
 
     reuse_freed_memory()  # glibc keeps freed buffers for the next step instead of unmapping them
     register_tool_envs()

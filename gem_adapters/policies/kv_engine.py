@@ -67,7 +67,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
-from gem_adapters import precision
+from gem_adapters.runtime import precision
 from gem_adapters.policies.base import Generation, SamplingParams, stream_uniform
 from gem_adapters.policies.sampling import choose_tokens
 
@@ -572,7 +572,7 @@ class KVEngine:
                 self._runner.start()
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        """bf16 autocast when the engine computes in bf16 (``gem_adapters.precision``), else nothing. A
+        """bf16 autocast when the engine computes in bf16 (``gem_adapters.runtime.precision``), else nothing. A
         caller that holds it across many steps (a rollout) also shares one bf16 copy of the weights."""
         return precision.autocast(self.bf16, self.model.get_input_embeddings().weight.device)
 

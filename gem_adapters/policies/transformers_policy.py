@@ -44,7 +44,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from gem_adapters import precision
+from gem_adapters.runtime import precision
 from gem_adapters.policies.base import (
     Coalescer,
     Generation,
@@ -67,7 +67,7 @@ class TransformersPolicy(Policy):
     ``max_context_tokens``: the model's context (None: ``max_position_embeddings``); a longer prompt
     is a ``ValueError`` before anything runs, and generation stops at the context's end.
     ``bf16``: generate under bf16 autocast, the learner's numerics when it trains in bf16
-    (``gem_adapters.precision``); False: the model's own dtype.
+    (``gem_adapters.runtime.precision``); False: the model's own dtype.
     """
 
     accepts_seeds = True  # generate/agenerate take per-prompt ``seeds`` (rollout drivers pass them)

@@ -10,7 +10,7 @@ other field is TRL's and means what TRL says, with four points to know:
   it as the length normaliser of ``loss_type="dr_grpo"``;
 * ``bf16`` left unset means bf16 autocast (fp32 master weights and optimizer state) where the device
   computes bf16 natively: a GPU that supports it, or a CPU with AVX-512-BF16 or AMX
-  (``gem_adapters.precision``); fp32 elsewhere. Generation then runs under the same autocast, so the
+  (``gem_adapters.runtime.precision``); fp32 elsewhere. Generation then runs under the same autocast, so the
   rollout's logprobs are the learner's numerics. ``bf16=False`` (``--bf16 false``) forces fp32;
 * ``gradient_checkpointing`` defaults to False (TRL's to True): the learner computes each distinct
   prefix of a micro-batch once (``share_prefixes``), which needs no recomputation to fit in memory and
@@ -74,7 +74,7 @@ class GEMGRPOConfig(GRPOConfig):
         if self.bf16 is None and not self.fp16:
             import torch
 
-            from gem_adapters.precision import native_bf16
+            from gem_adapters.runtime.precision import native_bf16
 
             on_gpu = not self.use_cpu and torch.cuda.is_available()
             self.bf16 = native_bf16("cuda" if on_gpu else "cpu")

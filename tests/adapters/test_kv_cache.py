@@ -384,7 +384,7 @@ def play_with_slow_envs(model, tokenizer, env_ids, seeds, sampling, slow=(), int
 def test_each_episode_gets_what_it_gets_alone(tokenizer):
     """Greedy, fp32: an episode's ids and logprobs do not depend on what else shares the batch or how slow
     the other envs are."""
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     model = tiny_causal_lm(tokenizer, seed=2)
     env_ids = [ENV_ID, "game:Mastermind-v1-easy"] * 3  # episodes of different lengths

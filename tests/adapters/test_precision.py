@@ -1,4 +1,4 @@
-"""bf16 where the CPU computes it natively, fp32 elsewhere (``gem_adapters.precision``): the decision, and
+"""bf16 where the CPU computes it natively, fp32 elsewhere (``gem_adapters.runtime.precision``): the decision, and
 bf16 generation and learning against fp32 within stated tolerances."""
 
 from __future__ import annotations
@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gem_adapters import precision, prefix_tree
-from gem_adapters.chat_renderer import ChatRenderer
+from gem_adapters.algorithms import prefix_tree
+from gem_adapters.runtime import precision
+from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.policies import SamplingParams, TransformersPolicy
-from gem_adapters.rollout import rollout
+from gem_adapters.runtime.rollout import rollout
 
 ENV_ID = "game:GuessTheNumber-v1-easy"
 
@@ -88,7 +89,7 @@ def test_bf16_generation_has_the_learners_numerics(tokenizer):
     """A rollout in bf16 samples with logprobs the bf16 learner recomputes within 0.02 (per token, mean),
     as close as fp32 generation is to the fp32 learner's up to bf16 rounding; against fp32 numbers the
     bf16 ones differ by more, within 0.1 on average."""
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     model = tiny_causal_lm(tokenizer, seed=3).eval()
     for bf16, tolerance in ((False, 1e-4), (True, 0.02)):
@@ -103,7 +104,7 @@ def test_bf16_generation_has_the_learners_numerics(tokenizer):
 def test_bf16_pool_holds_bf16_keys_and_values(tokenizer):
     """Under bf16 the engine stores keys and values as attention reads them (no cast of the history at
     every step), and its weights' bf16 copies are dropped when the weights change."""
-    from gem_adapters.models import tiny_causal_lm
+    from gem_adapters.runtime.models import tiny_causal_lm
 
     model = tiny_causal_lm(tokenizer, seed=4).eval()
     policy = TransformersPolicy(model, tokenizer, seed=0, bf16=True)
