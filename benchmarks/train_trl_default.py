@@ -34,6 +34,7 @@ ARMS: dict[str, list[str]] = {
     "lr 5e-5": ["--learning-rate", "5e-5"],
     "gamma 1.0": ["--gamma", "1.0"],
     "KL 0.04 to the warmed-up model": ["--beta", "0.04"],
+    "fp32 (--bf16 false)": ["--bf16", "false"],  # the default is bf16 where the CPU computes it natively
 }
 
 

@@ -283,6 +283,7 @@ class Run:
             first_seed=EVAL_FIRST_SEED,  # the same held-out games for every run seed
             limits=RolloutLimits(config.max_turns, config.max_turn_tokens, config.max_context_tokens),
             sampling=SamplingParams(max_new_tokens=config.max_turn_tokens, temperature=config.temperature),
+            bf16=bool(config.bf16),
             seed=config.seed,
             cache=script.rollout_cache,
         )
@@ -370,8 +371,8 @@ def main(script: ScriptArguments, config: GEMGRPOConfig) -> dict:
     print(
         f"{script.model} on {script.env_id}: warm-up on {script.warmup_episodes} solver games, then "
         f"{config.max_steps} GRPO steps x {episodes_per_step} episodes, {config.advantage_estimator} "
-        f"(gamma {config.gamma}), lr {config.learning_rate}, {'vLLM' if config.use_vllm else 'transformers'} "
-        f"generation, on {config.device.type} -> {run.out}",
+        f"(gamma {config.gamma}), lr {config.learning_rate}, {'vLLM' if config.use_vllm else 'KV-engine'} "
+        f"generation, {'bf16 autocast' if config.bf16 else 'fp32'}, on {config.device.type} -> {run.out}",
         flush=True,
     )
     run.evaluate(model, "start", 0)

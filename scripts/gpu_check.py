@@ -1,11 +1,13 @@
 """The training path on an accelerator, in three checks (``scripts/gpu_check.sh`` runs this):
 
-1. ``examples/train_trl.py`` with the tiny model for 2 GRPO steps (bf16 on a bf16-capable GPU): the
+1. ``examples/train_trl.py`` with the tiny model for 2 GRPO steps (bf16 where the device computes it): the
    warm-up, both trainers' prefix-tree learners and the KV engine's rollouts on the device;
 2. the KV engine's ids and logprobs equal to re-prefill (``TransformersPolicy(cache="none")``) on the
    device, over multi-turn episodes of a game;
 3. the prefix-tree learner's log probabilities and gradients equal to the unshared forward (each row
-   alone, unpadded) on the device, fp32 (and, reported without a bound, bf16 under autocast).
+   alone, unpadded) on the device, fp32 (and, reported without a bound, bf16 under autocast);
+4. continuous batching with slow env steps beside generation samples what the plain schedule samples,
+   and bf16 generation's logprobs are the bf16 learner's.
 
     python scripts/gpu_check.py --device cuda --out DIR     # DIR/gpu_check.txt, DIR/train/...
     python scripts/gpu_check.py --device cpu --out DIR      # the same checks on the CPU (CI)
@@ -17,6 +19,7 @@ tokenizer is SmolLM2's (``$GEM_CACHE``).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import subprocess
 import sys
@@ -34,7 +37,10 @@ from gem_adapters.algorithms.warmup import scripted_episodes  # noqa: E402
 from gem_adapters.episodes.chat_renderer import ChatRenderer  # noqa: E402
 from gem_adapters.policies import SamplingParams, TransformersPolicy  # noqa: E402
 from gem_adapters.runtime.models import load_tokenizer, tiny_causal_lm  # noqa: E402
+from gem_adapters.runtime.precision import native_bf16  # noqa: E402
 from gem_adapters.runtime.rollout import rollout  # noqa: E402
+from gem_core import make_vec  # noqa: E402
+from gem_core.vector.faults import InjectFaults  # noqa: E402
 
 GAME = "game:GuessTheNumber-v1-easy"
 DEMONSTRATION = [
@@ -44,7 +50,7 @@ DEMONSTRATION = [
 
 
 def check_training(device: str, out: Path, lines: list[str]) -> None:
-    bf16 = device == "cuda" and torch.cuda.is_bf16_supported()
+    bf16 = native_bf16(device)  # as the trainer chooses: a bf16 GPU, or a CPU with AVX-512-BF16/AMX
     command = [
         sys.executable, str(ROOT / "examples" / "train_trl.py"), "--model", "tiny", "--max_steps", "2",
         "--per_device_train_batch_size", "8", "--num_generations", "2",
@@ -89,6 +95,43 @@ def check_kv_engine(device: str, lines: list[str]) -> None:
     assert error < 1e-3, f"KV-engine logprobs differ from re-prefill by {error}"
     turns = sum(e.num_turns for e in played["kv"])
     lines.append(f"KV engine vs re-prefill, 6 episodes, {turns} turns: same ids, logprobs within {error:.1e}")
+
+
+def check_schedule_and_bf16(device: str, lines: list[str]) -> None:
+    """Continuous batching with slow env steps beside generation samples what the plain schedule samples;
+    bf16 generation's logprobs are the bf16 learner's."""
+    tokenizer = load_tokenizer("smollm2")
+    model = tiny_causal_lm(tokenizer, seed=3).to(device).eval()
+    renderer = ChatRenderer(tokenizer, prefix_messages=DEMONSTRATION)
+    sampling = SamplingParams(max_new_tokens=6, temperature=1.0, seed=5)
+    played = {}
+    for slow in (0.0, 0.5):  # half the steps of every env take 50 ms: they run beside the decoding
+        vec = make_vec(
+            [GAME] * 8, autoreset_mode="disabled",
+            wrappers=[functools.partial(InjectFaults, hang_prob=slow, hang_seconds=0.05, seed=0)],
+        )  # fmt: skip
+        with vec:
+            policy = TransformersPolicy(model, tokenizer, seed=7)
+            played[slow] = rollout(vec, policy, renderer, seeds=range(8), max_new_tokens=6, sampling=sampling)
+    ids = {slow: [[t.action_ids for t in e.turns] for e in episodes] for slow, episodes in played.items()}
+    assert ids[0.0] == ids[0.5], "slow env steps changed what was sampled"
+    lines.append(f"continuous batching with slow env steps: the same {sum(map(len, ids[0.5]))} turns")
+
+    policy = TransformersPolicy(model, tokenizer, seed=7, bf16=True)
+    episodes = rollout([GAME] * 6, policy, renderer, seeds=range(6), max_new_tokens=6, sampling=sampling)
+    gaps = []
+    for episode in episodes:
+        seq = episode.to_sequence()
+        ids_ = torch.tensor([seq.token_ids], device=device)
+        scored = torch.zeros_like(ids_)
+        for start, end in seq.turn_spans:
+            scored[0, start:end] = 1
+        with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
+            learner = token_logprobs(model, ids_, torch.ones_like(ids_), scored).logprobs[0][scored[0].bool()]
+        sampled = torch.tensor([lp for s, e in seq.turn_spans for lp in seq.logprobs[s:e]], device=device)
+        gaps.append((learner - sampled).abs().mean().item())
+    assert max(gaps) < 0.02, f"bf16 rollout vs bf16 learner logprobs differ by {max(gaps)} on average"
+    lines.append(f"bf16 generation vs bf16 learner: mean |logprob gap| per episode at most {max(gaps):.1e}")
 
 
 def unshared(model, ids, mask, scored):
@@ -159,7 +202,7 @@ def main() -> int:
         f"torch {torch.__version__}, python {sys.version.split()[0]}",
     ]
     failed = 0
-    for check in (check_kv_engine, check_learner, check_training):
+    for check in (check_kv_engine, check_learner, check_schedule_and_bf16, check_training):
         started = time.perf_counter()
         try:
             if check is check_training:

@@ -25,7 +25,7 @@ def test_the_gpu_checks_pass_on_the_cpu(tmp_path):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = (tmp_path / "gpu_check.txt").read_text()
-    for check in ("check_kv_engine", "check_learner", "check_training"):
+    for check in ("check_kv_engine", "check_learner", "check_schedule_and_bf16", "check_training"):
         assert f"PASS {check}" in report
     assert report.rstrip().endswith("all checks passed")
     assert "2 GRPO steps" in report and (tmp_path / "train" / "metrics.csv").exists()

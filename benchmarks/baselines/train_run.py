@@ -232,9 +232,8 @@ def train(
     """Run it; writes ``out.csv`` (the curve) and, last, ``out.json`` (the summary), and returns the summary."""
     from transformers import PrinterCallback, set_seed
 
-    from gem_adapters.trl import EpisodeBatchCallback
-
     from gem_adapters.runtime.allocator import reuse_freed_memory
+    from gem_adapters.trl import EpisodeBatchCallback
 
     reuse_freed_memory()  # glibc keeps freed buffers for the next step instead of unmapping them
     register_tool_envs()

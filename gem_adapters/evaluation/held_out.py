@@ -29,11 +29,13 @@ def play_held_out(
     sampling: SamplingParams,
     seed: int = 0,
     cache: str = "auto",
+    bf16: bool = False,
 ) -> list[Episode]:
     """``num_episodes`` episodes of ``env_id`` (seeds from ``first_seed``) played by ``model``, batched,
     sampling from a generator seeded with ``seed``: a ``VisionLanguagePolicy`` when ``processing_class``
-    is a multimodal processor, else a ``TransformersPolicy`` (``cache``: its key/value cache mode),
-    whose caches are freed afterwards."""
+    is a multimodal processor, else a ``TransformersPolicy`` (``cache``: its key/value cache mode;
+    ``bf16``: generation under bf16 autocast, as a bf16 trainer's rollouts), whose caches are freed
+    afterwards."""
     if hasattr(processing_class, "image_processor"):
         from gem_adapters.policies.multimodal import VisionLanguagePolicy
 
@@ -41,7 +43,7 @@ def play_held_out(
     else:
         from gem_adapters.policies.transformers_policy import TransformersPolicy
 
-        policy = TransformersPolicy(model, processing_class, seed=seed, cache=cache)
+        policy = TransformersPolicy(model, processing_class, seed=seed, cache=cache, bf16=bf16)
     episodes = rollout(
         [env_id] * num_episodes, policy, renderer, seeds=first_seed, limits=limits, sampling=sampling
     )

@@ -67,9 +67,9 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
-from gem_adapters.runtime import precision
 from gem_adapters.policies.base import Generation, SamplingParams, stream_uniform
 from gem_adapters.policies.sampling import choose_tokens
+from gem_adapters.runtime import precision
 
 ATTENTION = "gem_kv_engine"
 REQUEST, PREFIX = "request", "prefix"

@@ -44,7 +44,6 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from gem_adapters.runtime import precision
 from gem_adapters.policies.base import (
     Coalescer,
     Generation,
@@ -53,6 +52,7 @@ from gem_adapters.policies.base import (
     stream_seed,
     stream_uniform,
 )
+from gem_adapters.runtime import precision
 
 CACHE_MODES = ("auto", "kv", "none")
 

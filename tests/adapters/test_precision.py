@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from gem_adapters.algorithms import prefix_tree
-from gem_adapters.runtime import precision
 from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.policies import SamplingParams, TransformersPolicy
+from gem_adapters.runtime import precision
 from gem_adapters.runtime.rollout import rollout
 
 ENV_ID = "game:GuessTheNumber-v1-easy"
