@@ -3,7 +3,8 @@
 
 Two measurements, each engine in a process of its own (one after the other, run the script alone):
 
-* in the loop: the default ``examples/train_trl.py`` batch — SmolLM2-135M-Instruct fp32, 16 episodes of
+* in the loop: the default ``examples/train_trl.py`` batch — SmolLM2-135M-Instruct (fp32 weights; the
+  ``-bf16`` rows compute in bf16: the KV engine under autocast, vLLM with bf16 weights), 16 episodes of
   ``game:GuessTheNumber-v1-easy`` in GRPO pairs with the worked game before each, 12 new tokens a turn,
   temperature 1 — played by the shared rollout driver (one batched call per turn for vLLM and HF, the
   engine's own continuous batching for the KV engine); generated tokens per second of the whole
@@ -31,7 +32,7 @@ from gem_adapters.policies.base import Generation, Policy
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "generation_engines.txt"
-ENGINES = ("kv", "vllm", "hf")
+ENGINES = ("kv", "kv-bf16", "vllm", "vllm-bf16", "hf")
 VLLM_CPU_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "2",  # GiB
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
@@ -72,12 +73,12 @@ class HFGeneratePolicy(Policy):
         return generations
 
 
-def vllm_policy(model_dir: str):
+def vllm_policy(model_dir: str, dtype: str):
     from vllm import LLM
 
     from gem_adapters.oat.vllm_policy import OatVLLMPolicy
 
-    llm = LLM(model=model_dir, dtype="float32", enable_prefix_caching=True, max_model_len=1024, seed=0)
+    llm = LLM(model=model_dir, dtype=dtype, enable_prefix_caching=True, max_model_len=1024, seed=0)
 
     def generate(prompts, sampling):
         return llm.generate([{"prompt_token_ids": p} for p in prompts], sampling, use_tqdm=False)
@@ -96,13 +97,13 @@ def worker(engine: str, repeats: int) -> dict:
 
     tokenizer = load_tokenizer("smollm2")
     started = time.perf_counter()
-    if engine == "vllm":
-        policy, llm = vllm_policy(resolve("smollm2"))
+    if engine.startswith("vllm"):
+        policy, llm = vllm_policy(resolve("smollm2"), "bfloat16" if engine.endswith("bf16") else "float32")
     else:
         model = load_model("smollm2").eval()
         policy = (
-            TransformersPolicy(model, tokenizer, seed=0, cache="kv")
-            if engine == "kv"
+            TransformersPolicy(model, tokenizer, seed=0, cache="kv", bf16=engine.endswith("bf16"))
+            if engine.startswith("kv")
             else HFGeneratePolicy(model, tokenizer)
         )
     start_s = time.perf_counter() - started
@@ -116,13 +117,13 @@ def worker(engine: str, repeats: int) -> dict:
         )  # fmt: skip
         seconds = time.perf_counter() - begun
         loop.append(sum(e.num_generated_tokens for e in episodes) / seconds)
-        if engine == "kv":
+        if engine.startswith("kv"):
             policy.clear_cache()
     prompts = torch.randint(100, 49_000, (32, 256), generator=torch.Generator().manual_seed(0)).tolist()
 
     def timed(n: int) -> float:
         begun = time.perf_counter()
-        if engine == "vllm":
+        if engine.startswith("vllm"):
             from vllm import SamplingParams as VS
 
             llm.generate(
@@ -132,7 +133,7 @@ def worker(engine: str, repeats: int) -> dict:
             )
         else:
             policy.generate(prompts, SamplingParams(max_new_tokens=n, temperature=0, stop_token_ids=()))
-        if engine == "kv":
+        if engine.startswith("kv"):
             policy.clear_cache()  # every timing starts from the prompts
         return time.perf_counter() - begun
 
@@ -142,7 +143,9 @@ def worker(engine: str, repeats: int) -> dict:
 
 NAMES = {
     "kv": "KV engine (TransformersPolicy cache='kv')",
+    "kv-bf16": "KV engine, bf16 autocast",
     "vllm": "vLLM CPU 0.32, prefix caching",
+    "vllm-bf16": "vLLM CPU 0.32, prefix caching, bf16",
     "hf": "HF generate",
 }
 
@@ -162,7 +165,7 @@ def main() -> None:
         return
     rows = {}
     for engine in ENGINES:
-        env = {**os.environ, **(VLLM_CPU_ENV if engine == "vllm" else {})}
+        env = {**os.environ, **(VLLM_CPU_ENV if engine.startswith("vllm") else {})}
         done = subprocess.run(
             [sys.executable, __file__, "--worker", engine, "--repeats", str(args.repeats)],
             capture_output=True, text=True, env=env, cwd=ROOT,

@@ -311,6 +311,7 @@ class Run:
             lr_scheduler_type="constant",
             max_length=None,
             bf16=config.bf16,
+            use_cpu=config.use_cpu,  # bf16 without a GPU needs it (GEMGRPOConfig sets it where it chose bf16)
             gradient_checkpointing=config.gradient_checkpointing,  # SFTConfig turns it on unless told
             logging_steps=1,
             save_strategy="no",

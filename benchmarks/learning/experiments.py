@@ -188,11 +188,15 @@ EXPERIMENTS = {
     # GiGPO against credit_hold's ReBN and GRPO runs (same schedule and length: those two are reused)
     "credit_gigpo": [arm("guess_range", e, **HELD) for e in ("gigpo", "rebn", "grpo")],
     "signal": [arm("pick", "rebn", policy="guess")],
+    # credit's ReBN run in fp32 and under bf16 autocast (the library's default on CPUs with AVX-512-BF16/AMX),
+    # both from today's warm-up build (steps given, so that their names differ from credit's older runs)
+    "precision": [arm("guess_range", "rebn", steps=60), arm("guess_range", "rebn", steps=60, bf16="true")],
 }
 DISCOUNT_METRICS = ["success_rate", "turns", "turns_to_solve", "first_guess_midpoint", "invalid_rate"]
 METRICS = {  # what each experiment plots
     "discount": ["success_rate", "turns_to_solve", "first_guess_midpoint", "invalid_rate"],
     "credit": ["success_rate", "return", "turns", "invalid_rate"],
+    "precision": ["success_rate", "return", "turns", "invalid_rate"],
     "adapters": ["success_rate", "return", "turns", "invalid_rate"],
     "critic": ["success_rate", "return", "invalid_rate"],
     "credit_lr": ["success_rate", "return", "turns", "invalid_rate"],

@@ -68,6 +68,13 @@ class RunConfig:
     critic_learning_rate: float = 1e-3
     critic_epochs: int = field(default=4, metadata={"help": "Critic passes over each batch (gae only)."})
     temperature: float = 1.0
+    bf16: bool = field(
+        default=False,
+        metadata={
+            "help": "bf16 autocast (GEMGRPOConfig's default where the CPU computes bf16 natively); the "
+            "experiments compare in fp32 unless an arm asks for it"
+        },
+    )
     out: str = "run.csv"
 
     def policy_spec(self) -> PolicySpec:
@@ -175,6 +182,7 @@ def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
         temperature=run.temperature,
         beta=run.beta,
         use_cpu=True,
+        bf16=run.bf16,
         logging_steps=1,
         save_strategy="no",
         report_to=[],

@@ -419,17 +419,15 @@ class KVEngine:
         """Step until every request (with ``any_done``: at least one) is done; returns the done ones in
         the order they finished. Raises the error of a failed request."""
         requests = list(requests)
-        while True:
-            with self._state:
-                done = [r for r in requests if r.done]
-                if (done and any_done) or len(done) == len(requests):
-                    break
-                if not self._step():
-                    raise RuntimeError("KVEngine made no progress on pending requests")
-        for r in done:
-            if r.error is not None:
-                raise r.error
-        return sorted(done, key=lambda r: r.order)
+        with self.autocast():  # held across the steps: one bf16 copy of the weights for all of them
+            while True:
+                with self._state:
+                    done = [r for r in requests if r.done]
+                    if (done and any_done) or len(done) == len(requests):
+                        break
+                    if not self._step():
+                        raise RuntimeError("KVEngine made no progress on pending requests")
+        return _finished(done)
 
     def poll(self, requests: Sequence[Request]) -> list[Request]:
         """Run at most one step (none when every request is done); returns the done ones in the order
@@ -437,11 +435,7 @@ class KVEngine:
         with self._state:
             if not all(r.done for r in requests) and not self._step():
                 raise RuntimeError("KVEngine made no progress on pending requests")
-        done = [r for r in requests if r.done]
-        for r in done:
-            if r.error is not None:
-                raise r.error
-        return sorted(done, key=lambda r: r.order)
+        return _finished([r for r in requests if r.done])
 
     async def agenerate(
         self, prompts: Sequence[Sequence[int]], params: SamplingParams, seeds: Sequence[int]
@@ -962,6 +956,14 @@ def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int | None = None)
         else:
             hi = mid - 1
     return lo
+
+
+def _finished(done: list[Request]) -> list[Request]:
+    """``done`` in the order the requests finished; raises the error of a failed one."""
+    for r in done:
+        if r.error is not None:
+            raise r.error
+    return sorted(done, key=lambda r: r.order)
 
 
 def _set_result(future: asyncio.Future, result: Any) -> None:

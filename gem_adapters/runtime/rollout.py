@@ -50,7 +50,9 @@ Key/value caches: with a policy that has a generation engine (``TransformersPoli
 episode's next turn is submitted as soon as its env has answered and joins the decoding batch at the
 next model step (no waiting for the round's slowest sequence), its prompt's cached prefix is reused
 (only the env's answer and the template's markers are prefilled), and its cache is released when the
-episode ends. ``aplay_episode`` releases through ``release`` (or ``generate.release``) when given.
+episode ends. Env steps run in a worker thread: a slow one (a tool call, a SQL query) goes on beside
+the other episodes' decoding. ``aplay_episode`` releases through ``release`` (or ``generate.release``)
+when given.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ from gem_adapters.policies.base import Coalescer, Generation, Policy, SamplingPa
 from gem_adapters.runtime.rollout_limits import RolloutLimits
 
 Generate = Callable[[list[int], SamplingParams], Awaitable[Generation]]
-ENV_STEP_WAIT_S = 0.005  # how long the engine waits for an env's answer before decoding on without it
+ENV_STEP_WAIT_S = 0.005  # how long the driver waits for an env's answer before decoding on without it
 StepResult = tuple[Any, float | None, bool, bool, dict[str, Any], Any]  # ..., info, state key
 
 
