@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.baselines import results
-from benchmarks.baselines.rows import ENVS, TABLES
-from benchmarks.baselines.runner import Git, report, run
+from benchmarks.baselines.rows import ENVS, PLATEAU, TABLES, VERDICTS
+from benchmarks.baselines.runner import Git, plan_markdown, report, run, schedule
 from benchmarks.bootstrap import bootstrap
 
 
@@ -60,9 +60,11 @@ def test_table_line_and_file(tmp_path):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == results.TABLE_COLUMNS == [
         "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
-        "after_lo", "after_hi", "return_before", "return_after", "wall_s",
+        "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict",
     ]  # fmt: skip
     assert rows[0]["success_after"] == "0.75" and rows[1]["after_lo"] == rows[1]["after_hi"] == ""
+    assert line["plateau_step"] == "" and line["verdict"] == "learns"  # no curve files: no plateau step
+    assert one["verdict"] == "one seed"
 
 
 def test_curves_combine_over_seeds_up_to_the_shortest():
@@ -174,3 +176,104 @@ def test_a_small_policy_gets_its_rows_context(tmp_path, monkeypatch):
             dataclasses.replace(row, max_context_tokens=context), 0, smoke=True
         )
         assert TransformersPolicy(model, tokenizer).max_context_tokens == expected
+
+
+# ---- the plateau step and the measured verdict (issue 58) ----------------------------------------------
+
+
+def bernoulli_curve(rng, means, episodes):
+    return [sum(rng.random() < p for _ in range(episodes)) / episodes for p in means]
+
+
+def test_plateau_of_a_rising_curve_is_still_rising():
+    rising = [0.2 + 0.6 * i / 59 for i in range(60)]
+    found = results.plateau(rising)
+    assert found["step"] == "still rising" and found["trend"] > found["tolerance"]
+    assert results.plateau(rising[::-1])["step"] == "still falling"
+    assert results.verdict("rose", found, 60) == "learns slowly"
+
+
+def test_plateau_of_a_flat_curve_is_its_first_step():
+    assert results.plateau([0.3] * 60)["step"] == 1
+    assert results.plateau([0.3] * 24, steps=range(5, 29))["step"] == 5  # the curve's own step numbers
+    import random
+
+    rng = random.Random(0)
+    flat = bernoulli_curve(rng, [0.3] * 60, 192)  # 64 episodes x 3 seeds a step, nothing learnt
+    assert results.plateau(flat)["step"] == 1
+    short = bernoulli_curve(rng, [0.3] * 24, 48)  # SmolLM2: 16 episodes x 3 seeds
+    assert results.plateau(short)["step"] <= 6  # 48 episodes a step: noisier, early all the same
+    assert results.verdict("no clear change", results.plateau(flat), 60) == "does not learn"
+
+
+def test_plateau_at_step_k():
+    k = 20
+    clean = [0.2 + 0.5 * min(i, k - 1) / (k - 1) for i in range(60)]
+    found = results.plateau(clean)
+    # within a tenth of the rise of the final value from 0.9 k on; the smoothing moves it by <= h = 5
+    assert 0.85 * k <= found["step"] <= k and found["final"] == pytest.approx(0.7)
+    assert results.verdict("rose", found, 60) == "learns"
+    assert results.verdict("rose", results.plateau([0.2 + 0.5 * min(i, 44) / 44 for i in range(60)]), 60) == (
+        "learns slowly"  # plateau in the budget's second half
+    )
+    import random
+
+    rng = random.Random(1)
+    noisy = bernoulli_curve(rng, [0.2 + 0.5 * min(i, k - 1) / (k - 1) for i in range(60)], 192)
+    assert 0.75 * k <= results.plateau(noisy)["step"] <= 1.25 * k
+
+
+def test_plateau_needs_six_steps():
+    assert results.plateau([0.1, 0.2, 0.3, 0.4, 0.5])["step"] == ""
+    assert results.plateau([0.1, math.nan, 0.3, 0.4, 0.5, 0.5])["step"] == ""  # NaN steps left out
+
+
+def test_table_line_reads_the_plateau_from_the_runs_curves(tmp_path):
+    runs = []
+    for seed in range(3):
+        stem = tmp_path / f"trl-rebn-seed{seed}"
+        with open(stem.with_suffix(".csv"), "w") as f:
+            f.write("step,success_rate,return\n")
+            for step in range(1, 25):
+                success = 0.2 + 0.4 * min(step, 8) / 8
+                f.write(f"{step},{success},{success}\n")
+        runs.append(summary(seed, 0.2, 0.6, steps=24, _stem=stem))
+    line = results.table_line(runs)
+    assert line["plateau_step"] in (8, 9) and line["verdict"] == "learns"  # the rise ends at step 8
+
+
+# ---- the plateau table and its plan ------------------------------------------------------------------
+
+
+def test_the_plateau_table_meets_the_issue_budgets():
+    assert len(PLATEAU) == len({r.env_id for r in PLATEAU}) == 24
+    assert {r.env_id for r in PLATEAU} == {r.env_id for r in ENVS}
+    for row in PLATEAU:
+        assert row.verdict in VERDICTS and row.expectation.startswith(row.verdict)
+        assert row.gamma == 0.9 and len(row.seeds) == 3 and "rebn" in row.estimators
+        if row.policy == "small":
+            assert row.steps >= 60 and row.episodes_per_step >= 64
+        elif row.policy == "smollm2":
+            assert row.steps >= 24 and row.episodes_per_step >= 16
+    # GRPO beside ReBN on >= 4 envs, each where today's ReBN line rose (its paired interval above 0)
+    with open(results.RESULTS / "table.csv") as f:
+        today = {(t["env_id"], t["policy"]): t for t in csv.DictReader(f) if t["estimator"] == "rebn"}
+    grpo = [r for r in PLATEAU if "grpo" in r.estimators]
+    assert len(grpo) >= 4
+    for row in grpo:
+        line = today[(row.env_id, row.policy)]
+        assert float(line["success_after"]) > float(line["success_before"])
+
+
+def test_plateau_rows_run_in_their_own_folder_and_are_found_by_table():
+    assert results.results_dir("plateau") == results.RESULTS / "plateau"
+    assert results.results_dir("envs") == results.results_dir("check") == results.RESULTS
+    names = {r.name for r in PLATEAU}
+    assert names <= {r.name for r in ENVS}  # the same names: hence the folder of its own and ``one --table``
+
+
+def test_schedule_and_plan():
+    assert schedule([3.0, 1.0, 1.0, 2.0], 2) == [(0.0, 3.0), (0.0, 1.0), (1.0, 2.0), (2.0, 4.0)]
+    text = plan_markdown("plateau")  # measured from the committed envs runs
+    assert text.count("\n") == len(PLATEAU) + 2 and "not measured" not in text
+    assert "(/2)" in text and "2 at a time" in text

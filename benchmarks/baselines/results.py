@@ -16,6 +16,26 @@ summary under ``runs/`` whatever wrote it.
 
 Intervals: the 95% percentile bootstrap of the mean over seeds (``benchmarks.bootstrap``, as every
 benchmark of the project), from two seeds on.
+
+Plateau step (``plateau``), on the line's training-batch success per RL step, mean over seeds (``y``,
+``n`` steps, ``n >= 6``): smooth ``y`` by a centred moving mean of ``2h + 1`` steps, ``h = max(1,
+round(n / 12))`` (2 at 24 steps, 5 at 60), the window shrunk at the ends; the *final value* ``F`` is the
+mean of ``y`` over the last ``2h + 1`` steps; the *tolerance* is the largest of 0.02, a tenth of the
+smoothed curve's range, and ``3 * sqrt(2)`` times the smoothed curve's noise (one step's noise ``sigma``,
+the standard deviation of ``y`` about the smoothed curve corrected by ``sqrt((2h + 1) / 2h)``, over
+``sqrt(2h + 1)``), so a flat noisy curve is flat. The plateau step is
+the first step from which the smoothed curve stays within the tolerance of ``F`` to the end. The curve is
+*still rising* (or *still falling*) at the budget when a least-squares line through ``y`` over the last
+``max(2h + 1, ceil(n / 4))`` steps rises (falls) across them by more than the tolerance and more than
+twice that fitted change's standard error (from the same noise estimate); then that phrase stands in
+place of a step. Fewer than 6 steps: no plateau step ("").
+
+Verdict, measured (``verdict``): "learns" when the paired after - before success interval lies above 0
+and the curve reached its plateau within the first half of the budget; "learns slowly" when the interval
+lies above 0 and the curve plateaued in the second half, is still rising, or is still falling (held-out
+success rose while the training curve is going down at the budget: not settled either); "does not learn" otherwise
+(no clear change, or fell); "one seed" below two seeds. Each row's verdict set before the run is
+``Row.verdict`` (``rows.py``); the README's table shows both.
 """
 
 from __future__ import annotations
@@ -31,10 +51,22 @@ from typing import Any
 from benchmarks.bootstrap import bootstrap
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "baselines_trained"
+# A table whose rows share names with another table's keeps its runs in a folder of its own
+# (``plateau``: the same env x policy rows at other budgets; a finished ``envs`` run is not one of its runs).
+TABLE_FOLDERS = {"plateau": "plateau"}
+
+
+def results_dir(table: str) -> Path:
+    """The default results folder of ``table``."""
+    return RESULTS / TABLE_FOLDERS[table] if table in TABLE_FOLDERS else RESULTS
+
+
 TABLE_COLUMNS = [
     "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
-    "after_lo", "after_hi", "return_before", "return_after", "wall_s",
+    "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict",
 ]  # fmt: skip
+PLATEAU_MIN_STEPS = 6
+PLATEAU_MIN_TOLERANCE = 0.02
 CURVE_KEYS = ("success_rate", "return")
 
 
@@ -82,9 +114,78 @@ def grouped(summaries: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, A
     return {key: sorted(runs, key=lambda s: s["seed"]) for key, runs in groups.items()}
 
 
+def _smooth(values: Sequence[float], half: int) -> list[float]:
+    n = len(values)
+    return [statistics.fmean(values[max(0, i - half) : min(n, i + half + 1)]) for i in range(n)]
+
+
+def _slope(values: Sequence[float]) -> float:
+    """Least-squares slope of ``values`` against 0, 1, 2, ..."""
+    n = len(values)
+    x_mean, y_mean = (n - 1) / 2, statistics.fmean(values)
+    num = sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values))
+    return num / sum((i - x_mean) ** 2 for i in range(n))
+
+
+def plateau(values: Sequence[float], steps: Sequence[float] | None = None) -> dict[str, Any]:
+    """The plateau of a success curve (mean over seeds per step), as the module's docstring defines it:
+    ``{"step": step number | "still rising" | "still falling" | "", "index": 0-based index or None,
+    "final": F, "tolerance": tol, "trend": the fitted change over the last steps}``."""
+    values = [v for v in values if not math.isnan(v)]
+    steps = list(steps) if steps is not None else list(range(1, len(values) + 1))
+    n = len(values)
+    if n < PLATEAU_MIN_STEPS:
+        return {"step": "", "index": None, "final": math.nan, "tolerance": math.nan, "trend": math.nan}
+    half = max(1, round(n / 12))
+    window = 2 * half + 1
+    smooth = _smooth(values, half)
+    final = statistics.fmean(values[-window:])
+    # one step's noise: the spread of y about the smoothed curve (which holds 1/window of each point)
+    sigma = statistics.pstdev([v - s for v, s in zip(values, smooth)]) * math.sqrt(window / (window - 1))
+    tolerance = max(
+        PLATEAU_MIN_TOLERANCE, 0.1 * (max(smooth) - min(smooth)), 3 * math.sqrt(2) * sigma / math.sqrt(window)
+    )
+    index = n - 1
+    while index > 0 and abs(smooth[index - 1] - final) <= tolerance:
+        index -= 1
+    tail = values[-max(window, math.ceil(n / 4)) :]
+    trend = _slope(tail) * (len(tail) - 1)
+    # the fitted change's standard error over the tail: a trend must also exceed twice it
+    spread = math.sqrt(sum((i - (len(tail) - 1) / 2) ** 2 for i in range(len(tail))))
+    threshold = max(tolerance, 2 * sigma * (len(tail) - 1) / spread)
+    step: Any = int(steps[index]) if float(steps[index]).is_integer() else steps[index]
+    if trend > threshold:
+        step = "still rising"
+    elif trend < -threshold:
+        step = "still falling"
+    return {"step": step, "index": index, "final": final, "tolerance": tolerance, "trend": trend}
+
+
+def verdict(change_verdict: str, plateau_found: dict[str, Any], steps: int) -> str:
+    """The measured verdict of a line from its paired change and its plateau (the module's docstring)."""
+    if change_verdict == "one seed":
+        return "one seed"
+    if change_verdict != "rose":
+        return "does not learn"
+    index = plateau_found["index"]
+    if plateau_found["step"] in ("still rising", "still falling") or (
+        index is not None and index + 1 > steps / 2
+    ):
+        return "learns slowly"
+    return "learns"
+
+
+def line_curve(runs: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
+    """The runs' combined curve (mean, min, max over seeds per step), from their ``.csv`` files."""
+    stems = [Path(r["_stem"]) for r in runs if "_stem" in r]
+    return combine_curves(seed_curves(stems))
+
+
 def table_line(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One ``table.csv`` line from the runs (seeds) of one env x framework x estimator x policy."""
     first = runs[0]
+    curve = line_curve(runs)
+    found = plateau([c["success_rate_mean"] for c in curve], [c["step"] for c in curve])
     after = [r["after"]["success_rate"] for r in runs]
     low, high = interval(after)
     steps = sorted({r["steps"] for r in runs})
@@ -102,6 +203,8 @@ def table_line(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "return_before": mean(r["before"]["return"] for r in runs),
         "return_after": mean(r["after"]["return"] for r in runs),
         "wall_s": sum(r["wall_s"] for r in runs),
+        "plateau_step": found["step"],
+        "verdict": verdict(change(runs)["verdict"], found, len(curve)),
     }
 
 

@@ -50,6 +50,7 @@ class Row:
     warmup_player: str | None = None  # smollm2: the players.PLAYERS name imitated by the SFT warm-up
     warmup_episodes: int = 64  # smollm2: scripted episodes of the warm-up (one epoch, batch 8)
     expectation: str = ""
+    verdict: str = ""  # set before the run: "learns" | "learns slowly" | "does not learn" (VERDICTS)
 
     @property
     def name(self) -> str:
@@ -355,7 +356,205 @@ CHECK = [
         expectation="runs: one step of 8 one-turn episodes per seed",
     )
 ]
-TABLES = {"envs": ENVS, "check": CHECK}
+
+# ---- the plateau campaign (issue 58) ------------------------------------------------------------------
+VERDICTS = ("learns", "learns slowly", "does not learn")
+# Budgets to a plateau: every small-policy line >= 60 steps x 64 episodes (more where today's steps are
+# cheap and the rise slow), every SmolLM2 line >= 24 steps x 16 episodes (32 where 6 steps already rose).
+# The small policy keeps its cosine schedule (to 0 at the last step): benchmarks/results/learning
+# section 14 measured constant 5e-4 not holding its gains over 120 steps while cosine to 0 did; the
+# plateau step (``results.plateau``) is therefore read on a curve whose late steps also anneal.
+PLATEAU_BUDGET = {
+    "small": dict(steps=60, episodes_per_step=64, num_generations=8, eval_episodes=64),
+    "smollm2": dict(steps=24, episodes_per_step=16, num_generations=4, eval_episodes=24),
+    "tiny-llava": dict(steps=24, episodes_per_step=16, num_generations=4, eval_episodes=24),
+}
+_ENVS_BY_NAME = {r.name: r for r in ENVS}
+
+
+def _plateau(name: str, verdict: str, expectation: str, **changes) -> Row:
+    """The ``envs`` row ``name`` at the campaign's budget, with its verdict and expectation set now."""
+    assert verdict in VERDICTS, verdict
+    base = _ENVS_BY_NAME[name]
+    settings = {**PLATEAU_BUDGET[base.policy], "estimators": ("rebn",), **changes}
+    return replace(base, **settings, verdict=verdict, expectation=expectation)
+
+
+REBN_GRPO = ("rebn", "grpo")
+# One row per env (24): where two policies played an env today, the one with room to learn. Left out:
+# SmolLM2 on GuessTheNumber-easy (1.00 before RL on every seed: no room), SmolLM2 on Wordle (never run;
+# the small policy's row stands for the env), the small policy on Mastermind (no clear change in 16
+# steps; SmolLM2 rose there). GRPO beside ReBN on 5 envs where ReBN rose today (FifteenPuzzle, TicTacToe,
+# GuessTheNumber-easy, Hangman, RuleTaker). The order is the run order (``run plateau --workers 2``
+# takes rows in this order, two at a time): first FifteenPuzzle (small) beside RuleTaker (SmolLM2), which
+# check the plateau definition on a fast riser and the SmolLM2 seconds-per-step assumption of the plan
+# within ~3 hours; then the long SmolLM2 rows, each beside small-policy rows, longest first.
+PLATEAU = [
+    _plateau(
+        "game_FifteenPuzzle-v1-easy--small",
+        "learns",
+        estimators=REBN_GRPO,
+        expectation="learns, plateau before step 30: today +0.52 [0.50, 0.55] in 16 steps (0.22 -> 0.73); "
+        "GRPO beside it",
+    ),
+    _plateau(
+        "logic_RuleTaker-v0-d1--smollm2",
+        "learns",
+        estimators=REBN_GRPO,
+        steps=32,
+        expectation="learns: today +0.11 [0.08, 0.12] in 6 steps (0.21 -> 0.32, near the 1/3 chance of "
+        "three labels); 32 steps to see it pass chance or flatten there; GRPO beside it",
+    ),
+    _plateau(
+        "web_Shop-v0--smollm2",
+        "does not learn",
+        expectation="does not learn: today 0.04 -> 0.04 [0.00, 0.12]; RL cut format errors, not mismatched "
+        "purchases. Diagnosis to measure: the share of batches with any full-credit purchase and the "
+        "return's partial score; smallest change: the 64-episode warm-up instead of 32",
+    ),
+    _plateau(
+        "multiagent_CustomerService-v0--smollm2",
+        "does not learn",
+        expectation="does not learn: today 0.17 -> 0.08 (two of three seeds fell) at 8 episodes a step; "
+        "now 16 a step (4 scenarios x 4). Diagnosis: success per scenario before "
+        "and after; smallest change: lr 1e-5",
+    ),
+    _plateau(
+        "web_WikiGame-v0-easy--smollm2",
+        "learns slowly",
+        expectation="learns slowly: today success 0.00 -> 0.06 (no clear change) while the return rose on "
+        "every seed (invalid clicks 0.24-0.29 -> 0.01-0.11); success should follow the return at 24 steps",
+    ),
+    _plateau(
+        "game_Sudoku-v1-easy--smollm2",
+        "does not learn",
+        expectation="does not learn: 0.00 before and after today, 87-98% of moves invalid, so no batch "
+        "holds a win. Diagnosis: invalid-move rate per step; smallest change: warm-up on 128 solver "
+        "episodes (legal moves first)",
+    ),
+    _plateau(
+        "game_Mastermind-v1-easy--smollm2",
+        "learns",
+        expectation="learns: today +0.11 [0.04, 0.21] in 6 steps (0.19 -> 0.31), invalid guesses 22-37% "
+        "-> 13-15%; plateau expected once repeats are gone, before step 24",
+    ),
+    _plateau(
+        "multiagent_TicTacToe-v0-random--small",
+        "learns",
+        estimators=REBN_GRPO,
+        expectation="learns: today +0.05 [0.03, 0.08] ReBN and +0.07 [0.02, 0.11] GRPO in 16 steps "
+        "(from 0.17); still rising then, so the plateau should fall between steps 20 and 60",
+    ),
+    _plateau(
+        "game_Hangman-v1-easy--small",
+        "learns slowly",
+        estimators=REBN_GRPO,
+        steps=90,
+        expectation="learns slowly: today +0.03 [0.02, 0.05] ReBN in 40 steps (0.05 -> 0.08), GRPO no "
+        "clear change; 90 steps",
+    ),
+    _plateau(
+        "game_GuessTheNumber-v1-easy--small",
+        "learns",
+        estimators=REBN_GRPO,
+        steps=120,
+        expectation="learns: today +0.07 ReBN / +0.08 GRPO in 20 steps (0.36 -> 0.43); 120 steps cost "
+        "minutes (1.3 s a step) and reach the warm-up player's ~0.77 or a plateau below it",
+    ),
+    _plateau(
+        "game_GuessTheNumber-v1-hard--small",
+        "learns slowly",
+        steps=120,
+        expectation="learns slowly: today +0.03 [0.02, 0.03] in 20 steps (0.14 -> 0.17); 120 steps at "
+        "5 s a step",
+    ),
+    _plateau(
+        "rg_sum-learn--small",
+        "learns slowly",
+        steps=120,
+        expectation="learns slowly: today +0.03 in 20 steps (0.02 -> 0.04; GRPO's interval clear of 0, "
+        "ReBN's not); 120 steps at 0.2 s a step",
+    ),
+    _plateau(
+        "game_Minesweeper-v1-easy--small",
+        "does not learn",
+        expectation="does not learn: today 0.00 -> 0.02 [0.00, 0.03]; the warm-up never wins, so batches "
+        "hold almost no success. Diagnosis: wins per batch and the return's reveal reward; smallest "
+        "change: success-only reward is not it (no wins) -- a warm-up on a safe-cell player",
+    ),
+    _plateau(
+        "game_TowerOfHanoi-v1-easy--small",
+        "does not learn",
+        expectation="does not learn: today success 0.02 -> 0.00 on every seed while the return rose "
+        "(-0.18 -> -0.09): the progress reward is learnt, not the 7-move solution. Diagnosis: success "
+        "and return curves apart; smallest change: success-only reward (gamma 0.9 kept)",
+    ),
+    _plateau(
+        "game_Wordle-v1-easy--small",
+        "does not learn",
+        max_context_tokens=2560,
+        expectation="does not learn: 0.00 before and after today (32 episodes a step, now 64); no batch "
+        "holds a win. Diagnosis: wins per batch, repeated words; smallest change: SmolLM2 with the solver "
+        "warm-up (its row, not run today)",
+    ),
+    _plateau(
+        "game_Sokoban-v1-easy--small",
+        "does not learn",
+        expectation="does not learn: today 0.03 -> 0.05, no clear change at 16 episodes a step (now 64, "
+        "12 turns); random moves win ~0.06. Diagnosis: wins per batch, pushes into corners",
+    ),
+    _plateau(
+        "sql_Mixed-v0-easy--smollm2",
+        "learns",
+        steps=32,
+        expectation="learns: today +0.08 [0.04, 0.12] in 6 steps (0.44 -> 0.53), every seed; 32 steps",
+    ),
+    _plateau(
+        "terminal_Mixed-v0--smollm2",
+        "learns slowly",
+        expectation="learns slowly (memorises): today 0.04 -> 0.06, return 0.03 -> 0.07 on 21 fixed tasks "
+        "evaluated as trained",
+    ),
+    _plateau(
+        "rg_letter_counting--smollm2",
+        "does not learn",
+        expectation="does not learn: today 0.28 -> 0.31, no clear change [-0.08, 0.08]; counting letters "
+        "needs character-level reading. Diagnosis: success by word length; smallest change: none within "
+        "a 135M BPE model expected",
+    ),
+    _plateau(
+        "tool_Arithmetic-v0-python--smollm2",
+        "does not learn",
+        expectation="does not learn: today 0.04 -> 0.04; the model answers at once instead of calling "
+        "Python (1 turn, ~13 tokens). Diagnosis: tool-call share per step; smallest change: a 128-episode "
+        "warm-up",
+    ),
+    _plateau(
+        "tool_LocalWiki-v0-search--smollm2",
+        "does not learn",
+        expectation="does not learn: today 0.01 -> 0.01. Diagnosis: search-call share and answer-in-passage "
+        "rate; smallest change: a 128-episode warm-up",
+    ),
+    _plateau(
+        "code_PythonBasics-v0--smollm2",
+        "does not learn",
+        expectation="does not learn: today 0.00 -> 0.01 on 41 problems. Diagnosis: tests passed per "
+        "program (partial credit); smallest change: none expected at 135M",
+    ),
+    _plateau(
+        "math_Arithmetic-v0--smollm2",
+        "does not learn",
+        expectation="does not learn: today 0.00 -> 0.01 with ReBN and GRPO; mental 3-operation arithmetic "
+        "at 135M. Diagnosis: boxed-answer rate; the tool row is the change that should make it learn",
+    ),
+    _plateau(
+        "math_GeometryFigures-v0-easy--tiny-llava",
+        "does not learn",
+        expectation="does not learn: the random-init 3M LLaVA never writes a boxed answer, every reward "
+        "is 0 and every ReBN advantage 0; 24 steps x 16 confirm it at 0.02 machine-hours",
+    ),
+]
+TABLES = {"envs": ENVS, "check": CHECK, "plateau": PLATEAU}
 
 
 def find_rows(table: str, patterns: list[str] | None = None) -> list[Row]:

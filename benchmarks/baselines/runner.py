@@ -4,6 +4,7 @@
     python -m benchmarks.baselines report envs
     python -m benchmarks.baselines smoke [envs] [--rows ID ...] [--steps 2]
     python -m benchmarks.baselines plan [envs]
+    python -m benchmarks.baselines run plateau --workers 2      # issue 58's campaign, in results/.../plateau/
 
 ``run`` trains every (row, estimator, seed) of the table whose summary JSON does not exist yet, one
 process per run with ``OMP_NUM_THREADS=1``; ``--workers`` rows at a time, a row's runs one after the
@@ -77,12 +78,20 @@ OVERLAPS = Overlaps()
 
 
 def run_one(
-    row: Row, estimator: str, seed: int, stem: Path, steps: int | None = None, smoke: bool = False
+    row: Row,
+    estimator: str,
+    seed: int,
+    stem: Path,
+    steps: int | None = None,
+    smoke: bool = False,
+    table: str | None = None,
 ) -> bool:
     """One run in its own process (``OMP_NUM_THREADS=1``, console to ``stem.log``); True if it finished.
-    Its summary gets ``ran_beside``: the runs of this runner that overlapped it."""
+    Its summary gets ``ran_beside``: the runs of this runner that overlapped it. ``table``: the table the
+    row is looked up in (row names repeat across tables, at other budgets)."""
     command = [
         sys.executable, "-m", "benchmarks.baselines", "one", row.name, estimator, str(seed), "--out", str(stem),
+        *(["--table", table] if table else []),
         *(["--steps", str(steps)] if steps else []), *(["--smoke"] if smoke else []),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -134,14 +143,14 @@ class Git:
         return False
 
 
-def train_row(row: Row, results_dir: Path, git: Git) -> None:
+def train_row(row: Row, results_dir: Path, git: Git, table: str | None = None) -> None:
     """Every run of ``row`` still missing, estimator by estimator; each finished estimator is committed."""
     for estimator in row.estimators:
         stems = [results.run_stem(results_dir, row.name, FRAMEWORK, estimator, s) for s in row.seeds]
         missing = [(s, stem) for s, stem in zip(row.seeds, stems) if not stem.with_suffix(".json").exists()]
         if not missing:
             continue
-        if not all([run_one(row, estimator, seed, stem) for seed, stem in missing]):
+        if not all([run_one(row, estimator, seed, stem, table=table) for seed, stem in missing]):
             continue
         curve = results.curve_path(results_dir, row.name, FRAMEWORK, estimator)
         results.write_curve(results.combine_curves(results.seed_curves(stems)), curve)
@@ -158,7 +167,7 @@ def run(table: str, patterns: list[str] | None, workers: int, git: Git, results_
     rows = find_rows(table, patterns)
     print(f"{len(rows)} rows of {table!r}, {workers} at a time -> {results_dir}", flush=True)
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(lambda row: train_row(row, results_dir, git), rows))
+        list(pool.map(lambda row: train_row(row, results_dir, git, table), rows))
     git.commit(report(table, results_dir), f"baselines: the {table} table, README table and grid")
 
 
@@ -173,8 +182,8 @@ def table_markdown(table: str, keys: list[tuple], groups: dict[tuple, list[dict]
     """The README's table: one line per env x framework x estimator x policy with its verdict."""
     rows = {row.name: row for row in TABLES[table]}
     lines = [
-        "| env | category | policy | framework | estimator | seeds | steps x episodes | success before -> after [95% interval] | after - before, paired [95%] | return before -> after | machine-h | expectation (set before the run) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| env | category | policy | framework | estimator | seeds | steps x episodes | success before -> after [95% interval] | after - before, paired [95%] | return before -> after | plateau step | verdict: set before -> measured | machine-h | expectation (set before the run) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in keys:
         runs = groups[key]
@@ -187,7 +196,8 @@ def table_markdown(table: str, keys: list[tuple], groups: dict[tuple, list[dict]
             f"{_pct(line['success_before'])} -> **{_pct(line['success_after'])}** "
             f"[{_pct(line['after_lo'])}, {_pct(line['after_hi'])}] | {delta['mean']:+.2f} "
             f"[{_pct(delta['lo'])}, {_pct(delta['hi'])}] {delta['verdict']} | "
-            f"{line['return_before']:.2f} -> {line['return_after']:.2f} | {line['wall_s'] / 3600:.2f} | "
+            f"{line['return_before']:.2f} -> {line['return_after']:.2f} | {line['plateau_step'] or '–'} | "
+            f"{(row.verdict if row and row.verdict else '–')} -> {line['verdict']} | {line['wall_s'] / 3600:.2f} | "
             f"{row.expectation if row else ''} |"
         )
     return "\n".join(lines)
@@ -200,8 +210,9 @@ def replace_section(path: Path, markers: tuple[str, str], text: str) -> None:
     path.write_text(content[:start] + "\n" + text + "\n" + content[end:])
 
 
-def report(table: str, results_dir: Path = results.RESULTS) -> list[Path]:
+def report(table: str, results_dir: Path | None = None) -> list[Path]:
     """``table.csv``, the README's table and ``grid.png`` from every finished run; returns the files."""
+    results_dir = results_dir or results.results_dir(table)
     groups = results.grouped(results.read_summaries(results_dir))
     order = {row.name: i for i, row in enumerate(TABLES[table])}
     keys = sorted(
@@ -292,52 +303,130 @@ def smoke(table: str, patterns: list[str] | None, steps: int, results_dir: Path)
     return path
 
 
-def predicted_hours(row: Row, measured: dict[str, str]) -> tuple[float, float]:
-    """``(hours per estimator's seeds, hours of the row's one-off warm-up build)`` from a smoke line."""
-    step, warmup = float(measured["seconds_per_step"]), float(measured["warmup_s"])
+# SmolLM2 rows whose measured steps took at least this long (multi-turn conversations, dominated by the
+# learner's forward/backward over long contexts) are predicted at half their measured seconds per step:
+# benchmarks/long_step_profile.py measured a SmolLM2 Mastermind step going from ~130 s to ~60 s (bf16
+# autocast on CPUs with AVX-512-BF16/AMX, the KV engine's fixes). An assumption until the campaign's
+# first SmolLM2 row measures it; shorter SmolLM2 steps and the small policy keep their measured seconds.
+LONG_STEP_S = 60.0
+LONG_STEP_SPEEDUP = 2.0
+
+
+def measured_from_runs(row: Row, results_dir: Path = results.RESULTS) -> dict[str, Any] | None:
+    """A smoke-line-like measurement of ``row`` from the finished runs of the row of the same name under
+    ``results_dir/runs`` (the ``envs`` table's, every estimator and seed), with the episodes per step
+    and warm-up episodes they ran at (``ref_episodes_per_step``, ``ref_warmup_episodes``)."""
+    runs = [
+        json.loads(p.read_text())
+        for p in sorted((results_dir / "runs" / row.name).glob(f"{FRAMEWORK}-*.json"))
+    ]
+    if not runs:
+        return None
+    evaluations = [r["before"]["seconds"] + r["after"]["seconds"] for r in runs]
+    episodes = [r["before"]["episodes"] + r["after"]["episodes"] for r in runs]
+    warmups = [r.get("warmup_s") or 0.0 for r in runs]  # SmolLM2's SFT warm-up, in every run
+    builds = [r.get("warmup_build_s") or 0.0 for r in runs]  # the small policy's, in the run that built it
+    return {
+        "seconds_per_step": results.mean(r["seconds_per_step"] for r in runs),
+        "warmup_s": max(builds) if row.policy == "small" else results.mean(warmups),
+        "overhead_s": results.mean(
+            r["wall_s"] - r["train_s"] - e - w - b for r, e, w, b in zip(runs, evaluations, warmups, builds)
+        ),
+        "eval_s_per_episode": sum(evaluations) / sum(episodes),
+        "ref_episodes_per_step": results.mean(r["episodes_per_step"] for r in runs),
+        "ref_warmup_episodes": results.mean(
+            r.get("row", {}).get("warmup_episodes", row.warmup_episodes) for r in runs
+        ),
+        "source": f"{len(runs)} runs",
+    }
+
+
+def step_seconds(row: Row, measured: dict[str, Any]) -> tuple[float, bool]:
+    """Predicted seconds per step of ``row``: the measured ones scaled by the episodes per step, halved
+    for a SmolLM2 row whose measured steps were long (``LONG_STEP_S``); and whether it was halved."""
+    step = float(measured["seconds_per_step"])
+    reference = float(measured.get("ref_episodes_per_step") or row.episodes_per_step)
+    halved = row.policy == "smollm2" and step >= LONG_STEP_S
+    return step * row.episodes_per_step / reference / (LONG_STEP_SPEEDUP if halved else 1.0), halved
+
+
+def predicted_hours(row: Row, measured: dict[str, Any]) -> tuple[float, float]:
+    """``(hours per estimator's seeds, hours of the row's one-off warm-up build)`` from a smoke line or
+    ``measured_from_runs``."""
+    warmup = float(measured["warmup_s"])
     per_run = (
         float(measured["overhead_s"])
-        + row.steps * step
+        + row.steps * step_seconds(row, measured)[0]
         + 2 * row.eval_episodes * float(measured["eval_s_per_episode"])
     )
     build = 0.0
     if row.policy == "smollm2":
-        per_run += warmup * row.warmup_episodes / SMOKE_WARMUP_EPISODES
+        reference = float(measured.get("ref_warmup_episodes") or SMOKE_WARMUP_EPISODES)
+        per_run += warmup * row.warmup_episodes / reference
     elif row.policy == "small":
-        build = warmup  # the smoke run built the very warm-up the campaign uses (cached)
+        build = warmup  # the warm-up build (cached under $GEM_CACHE/learning: 0 where it is there already)
     return per_run * len(row.seeds) / 3600, build / 3600
 
 
-def plan_markdown(table: str, results_dir: Path = results.RESULTS) -> str:
-    """Each row's planned work, its smoke-measured seconds per step, predicted machine-hours and
-    expectation."""
-    path = results_dir / "smoke.csv"
-    measured = {}
+def schedule(hours: list[float], workers: int) -> list[tuple[float, float]]:
+    """``(start, end)`` hours of each row when ``workers`` rows run at a time, taken in order (as ``run``'s
+    pool takes them)."""
+    free = [0.0] * workers
+    spans = []
+    for h in hours:
+        i = min(range(workers), key=lambda k: free[k])
+        spans.append((free[i], free[i] + h))
+        free[i] += h
+    return spans
+
+
+def plan_markdown(table: str, results_dir: Path | None = None, workers: int = 2) -> str:
+    """Each row's planned work, its measured seconds per step (the table's ``smoke.csv``, else the
+    finished ``envs`` runs of the same row), predicted machine-hours, when it runs with ``workers`` rows
+    at a time, and its expectation."""
+    path = (results_dir or results.results_dir(table)) / "smoke.csv"
+    smoked = {}
     if path.exists():
         with open(path) as f:
-            measured = {line["row"]: line for line in csv.DictReader(f)}
+            smoked = {line["row"]: line for line in csv.DictReader(f)}
     lines = [
-        "| env | category | policy | estimators | seeds | steps x episodes/step | s/step (smoke) | "
-        "warm-up build h | h per estimator | h for the row | expectation (set before the run) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| # | env | category | policy | estimators | seeds | steps x episodes/step | s/step measured at "
+        "episodes/step -> predicted | warm-up build h | h per estimator | h for the row | runs (h from the start) | "
+        "verdict (set before) | expectation (set before the run) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    total = 0.0
+    costs, cells = [], []
     for row in TABLES[table]:
-        head = (
-            f"| {row.env_id} | {row.category} | {row.policy} | {', '.join(row.estimators)} | {len(row.seeds)} "
-            f"| {row.steps} x {row.episodes_per_step} |"
+        measured = smoked.get(row.name) or measured_from_runs(row)
+        if measured is None:
+            costs.append(0.0)
+            cells.append(" not measured | | | |")
+            continue
+        per_estimator, build = predicted_hours(row, measured)
+        hours = build + per_estimator * len(row.estimators)
+        predicted, halved = step_seconds(row, measured)
+        costs.append(hours)
+        cells.append(
+            f" {float(measured['seconds_per_step']):.1f} at {float(measured.get('ref_episodes_per_step') or row.episodes_per_step):g}"
+            f" -> {predicted:.1f}{' (/2)' if halved else ''} | "
+            f"{build:.2f} | {per_estimator:.2f} | {hours:.2f} |"
         )
-        if row.name in measured:
-            per_estimator, build = predicted_hours(row, measured[row.name])
-            hours = build + per_estimator * len(row.estimators)
-            total += hours
-            step = float(measured[row.name]["seconds_per_step"])
-            cost = f" {step:.1f} | {build:.2f} | {per_estimator:.2f} | {hours:.2f} |"
-        else:
-            cost = " not measured | | | |"
-        lines.append(f"{head}{cost} {row.expectation} |")
-    lines.append(f"| **total** | | | | | | | | | **{total:.1f}** | |")
+    spans = schedule(costs, workers)
+    for i, (row, cost, (begin, end)) in enumerate(zip(TABLES[table], cells, spans), 1):
+        lines.append(
+            f"| {i} | {row.env_id} | {row.category} | {row.policy} | {', '.join(row.estimators)} | "
+            f"{len(row.seeds)} | {row.steps} x {row.episodes_per_step} |{cost} {begin:.1f}-{end:.1f} | "
+            f"{row.verdict or '–'} | {row.expectation} |"
+        )
+    total, makespan = sum(costs), max((e for _, e in spans), default=0.0)
+    lines.append(
+        f"| | **total** | | | | | | | | | **{total:.1f}** | **{makespan:.1f} h wall, {workers} at a time** | | |"
+    )
     return "\n".join(lines)
+
+
+def plan_markers(table: str) -> tuple[str, str]:
+    return README_PLAN if table == "envs" else (f"<!-- plan-{table}:start -->", f"<!-- plan-{table}:end -->")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -348,7 +437,12 @@ def main(argv: list[str] | None = None) -> None:
     for name in ("run", "report", "smoke", "plan"):
         sub = commands.add_parser(name)
         sub.add_argument("table", nargs="?", default="envs", choices=sorted(TABLES))
-        sub.add_argument("--results", type=Path, default=results.RESULTS, help="results folder")
+        sub.add_argument(
+            "--results",
+            type=Path,
+            help="results folder (default: benchmarks/results/baselines_trained, "
+            "its plateau/ for the plateau table)",
+        )
         if name in ("run", "smoke"):
             sub.add_argument("--rows", nargs="+", help="env ids or row names (default: every row)")
         if name == "run":
@@ -356,6 +450,8 @@ def main(argv: list[str] | None = None) -> None:
             sub.add_argument("--no-commit", action="store_true", help="do not commit finished rows")
         if name == "smoke":
             sub.add_argument("--steps", type=int, default=2)
+        if name == "plan":
+            sub.add_argument("--workers", type=int, default=2, help="rows at a time in the schedule")
     one = commands.add_parser("one", help="one run (what `run` starts in a process of its own)")
     one.add_argument("row")
     one.add_argument("estimator")
@@ -363,12 +459,18 @@ def main(argv: list[str] | None = None) -> None:
     one.add_argument("--out", type=Path, required=True, help="the run's files without suffix")
     one.add_argument("--steps", type=int)
     one.add_argument("--smoke", action="store_true")
+    one.add_argument(
+        "--table", choices=sorted(TABLES), help="the table to find the row in (default: the first)"
+    )
     args = parser.parse_args(argv)
+    if args.command != "one" and args.results is None and args.command != "plan":
+        args.results = results.results_dir(args.table)
 
     if args.command == "one":
         from benchmarks.baselines.train_run import train
 
-        row = next((r for rows in TABLES.values() for r in rows if r.name == args.row), None)
+        tables = [TABLES[args.table]] if args.table else TABLES.values()
+        row = next((r for rows in tables for r in rows if r.name == args.row), None)
         if row is None:
             raise SystemExit(f"no row named {args.row!r} in any table")
         summary = train(row, args.estimator, args.seed, args.out, steps=args.steps, smoke=args.smoke)
@@ -380,8 +482,8 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "smoke":
         print(f"-> {smoke(args.table, args.rows, args.steps, args.results)}")
     else:
-        text = plan_markdown(args.table, args.results)
-        readme = args.results / "README.md"
-        if readme.exists() and README_PLAN[0] in readme.read_text():
-            replace_section(readme, README_PLAN, text)
+        text = plan_markdown(args.table, args.results, args.workers)
+        readme = results.RESULTS / "README.md"  # the plans of every table stand in the one README
+        if readme.exists() and plan_markers(args.table)[0] in readme.read_text():
+            replace_section(readme, plan_markers(args.table), text)
         print(text)
