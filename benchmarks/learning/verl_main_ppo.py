@@ -7,7 +7,7 @@
 ``verl_cpu.py``'s run (the same warmed-up policy, settings and task seeds: ``RunConfig``'s
 ``episodes_per_step``, ``num_generations``, ``gem_<estimator>`` with ``gamma``, one AdamW step per
 batch at ``learning_rate`` after ``warmup_steps``, clip 1.0, no weight decay, token-mean loss,
-temperature 1), launched as ``examples/train_verl.py --device cpu`` launches verl: its Ray workers,
+temperature 1), launched as ``examples/train_verl.py machine=cpu`` launches verl: its Ray workers,
 FSDP2 actor, transformers rollout server and agent-loop workers playing ``GemAgentLoop``. The run's
 CSV has ``train.py``'s columns. The example is run as a program (``--dry-run``: it writes the task
 parquet files and the agent-loop YAML, and prints its ``main_ppo`` command), not imported, in a process
@@ -45,6 +45,7 @@ from benchmarks.learning.train import (
     parse_run,
 )
 from gem_adapters.episodes.jsonl import read_jsonl, write_jsonl
+from gem_adapters.verl.advantages import verl_estimator
 from gem_adapters.verl.rollout import GemAgentLoop
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,35 +75,38 @@ class RecordingGemAgentLoop(GemAgentLoop):
 
 
 def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[str]:
-    """The ``main_ppo`` command of ``examples/train_verl.py --device cpu`` with this run's settings and
+    """The ``main_ppo`` command of ``examples/train_verl.py machine=cpu`` with this run's settings and
     ``RecordingGemAgentLoop`` in the agent-loop YAML (the example writes its inputs under ``workdir``)."""
     prompts_per_step = run.episodes_per_step // run.num_generations
     prompt_tokens = TASKS[run.task].prompt_tokens
-    flags = {
-        "device": "cpu",
-        "model": str(folder),
-        "env_ids": TASKS[run.task].env_id,
-        "system_prompt": "",  # verl_cpu.py's rows (and train.py's renderer) have none
-        "train_tasks": run.steps * prompts_per_step,
-        "train_first_seed": run.seed * TASK_SEEDS_PER_RUN,
-        "val_tasks": 1,
-        "max_turn_tokens": TASKS[run.task].max_turn_tokens,
-        "max_prompt_length": prompt_tokens,
-        "max_response_length": MAX_CONTEXT_TOKENS - prompt_tokens,
-        "advantage_estimator": run.estimator,
-        "gamma": run.gamma,
-        "num_generations": run.num_generations,
-        "tasks_per_step": prompts_per_step,
-        "ppo_mini_batch_size": prompts_per_step,  # times rollout.n: the whole batch, one optimizer step
-        "micro_batch_size_per_gpu": run.episodes_per_step,
-        "learning_rate": run.learning_rate,
-        "temperature": run.temperature,
-        "total_training_steps": run.steps,
-        "test_freq": -1,
-        "output_dir": str(workdir),
-        "logger": "console,file",
+    micro = run.episodes_per_step
+    settings = {
+        "actor_rollout_ref.model.path": str(folder),
+        "gem.env_ids": f"[{TASKS[run.task].env_id!r}]",
+        "gem.system_prompt": "null",  # verl_cpu.py's rows (and train.py's renderer) have none
+        "gem.train_tasks": run.steps * prompts_per_step,
+        "gem.train_first_seed": run.seed * TASK_SEEDS_PER_RUN,
+        "gem.val_tasks": 1,
+        "gem.max_turn_tokens": TASKS[run.task].max_turn_tokens,
+        "gem.output_dir": str(workdir),
+        "data.max_prompt_length": prompt_tokens,
+        "data.max_response_length": MAX_CONTEXT_TOKENS - prompt_tokens,
+        "data.train_batch_size": prompts_per_step,
+        "algorithm.adv_estimator": verl_estimator(run.estimator),
+        "algorithm.gamma": run.gamma,
+        "actor_rollout_ref.rollout.n": run.num_generations,
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": "null",  # the env ends each episode
+        "actor_rollout_ref.actor.ppo_mini_batch_size": prompts_per_step,  # times rollout.n: one optimizer step
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.actor.optim.lr": run.learning_rate,
+        "actor_rollout_ref.rollout.temperature": run.temperature,
+        "trainer.total_training_steps": run.steps,
+        "trainer.test_freq": -1,
+        "trainer.logger": "[console,file]",
     }
-    argv = [x for k, v in flags.items() for x in (f"--{k}", str(v))]
+    argv = ["machine=cpu", *(f"{key}={value}" for key, value in settings.items())]
     dry = subprocess.run(
         [sys.executable, "-c", RUN_WITH_LEARNING_ENVS, str(EXAMPLE), *argv, "--dry-run"],
         env=launch_env(),
@@ -116,7 +120,7 @@ def command(run: RunConfig, folder: Path, workdir: Path, ray_dir: str) -> list[s
     agent_loop = workdir / "gem_agent_loop.yaml"
     loops = yaml.safe_load(agent_loop.read_text())
     for loop in loops:  # episodes end when the env ends them, as in verl_cpu.py
-        loop.update(_target_="benchmarks.learning.verl_main_ppo.RecordingGemAgentLoop", max_turns=None)
+        loop.update(_target_="benchmarks.learning.verl_main_ppo.RecordingGemAgentLoop")
     agent_loop.write_text(yaml.safe_dump(loops, sort_keys=False))
     overrides = [
         "data.shuffle=False",  # the tasks in order, as verl_cpu.py plays them
@@ -143,7 +147,7 @@ def last_wins(overrides: list[str]) -> list[str]:
 
 
 def launch_env() -> dict[str, str]:
-    """This process's environment for ``main_ppo`` on CPU, as ``examples/train_verl.py --device cpu`` sets
+    """This process's environment for ``main_ppo`` on CPU, as ``examples/train_verl.py machine=cpu`` sets
     it, with the experiments' env ids loaded in every verl process."""
     env = dict(os.environ)
     given = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]

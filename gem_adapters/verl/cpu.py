@@ -4,7 +4,7 @@ an estimator through the real trainer without a GPU.
 Installed in every verl process (driver, TaskRunner, workers) when ``VERL_PLATFORM=cpu``: verl loads
 ``gem_adapters.verl.plugin`` there (gem-core's ``verl.plugins`` entry point, or
 ``VERL_USE_EXTERNAL_MODULES=gem_adapters.verl.plugin``), which calls ``install()``.
-``examples/train_verl.py --device cpu`` sets it all up; ``CPU_OVERRIDES`` are the Hydra overrides such a
+``examples/train_verl.py machine=cpu`` sets it all up; ``CPU_OVERRIDES`` are the Hydra overrides such a
 run needs. A script that drives verl's workers in its own process (``benchmarks/learning/verl_cpu.py``)
 calls ``install()`` and ``verl.plugin.platform.platform_manager.set_platform(CPUPlatform())`` itself.
 
@@ -47,7 +47,7 @@ ROLLOUT = "transformers"
 
 _FP32 = "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"
 
-# Hydra overrides for main_ppo on CPU (examples/train_verl.py --device cpu adds them).
+# Hydra overrides for main_ppo on CPU (examples/train_verl.py adds them when trainer.device is cpu).
 CPU_OVERRIDES = [
     "trainer.device=cpu",
     "trainer.use_v1=True",

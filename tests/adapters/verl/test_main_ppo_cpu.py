@@ -1,6 +1,6 @@
 """verl's own trainer on CPU: two real steps of ``python -m verl.trainer.main_ppo``, launched by
-``examples/train_verl.py --device cpu --model tiny`` (verl's v1 trainer, TransferQueue, the FSDP2 engine,
-``GemAgentLoop`` playing GuessTheNumber, ``gem_rebn``, the transformers rollout of
+``examples/train_verl.py machine=cpu actor_rollout_ref.model.path=tiny`` (verl's v1 trainer, TransferQueue,
+the FSDP2 engine, ``GemAgentLoop`` playing GuessTheNumber, ``gem_rebn``, the transformers rollout of
 ``gem_adapters.verl.cpu``; a random Llama with head size 32 over the SmolLM2 tokenizer).
 
 ``main_ppo_hooks`` records, inside the run, what ``gem_rebn`` produced and what verl's policy loss
@@ -10,7 +10,7 @@ free ports), and every process left under that temp dir is killed afterwards.
 
 The tests without the run check that each verl line a patch of ``gem_adapters.verl.cpu`` names is
 still there, word for word, in the installed verl (they fail when verl changes it), that the patches land
-in a fresh process, and that the CPU overrides compose with verl's config.
+in a fresh process, and that the example's ``machine=cpu`` config composes with verl's.
 """
 
 from __future__ import annotations
@@ -96,27 +96,21 @@ def test_verl_still_needs_the_seams_cpu_uses():
     assert 'backend=["fsdp", "fsdp2"], device=["cuda", "npu"]' in inspect.getsource(fsdp)
 
 
-def test_cpu_overrides_compose_with_verl_config(tmp_path):
-    from hydra import compose, initialize_config_dir
+def test_machine_cpu_composes_with_verl_config(tmp_path):
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
     example = _load_example()
-    args, _ = example.parse_args(["--device", "cpu", "--output-dir", str(tmp_path), "--train-tasks", "4"])
-    assert (args.tasks_per_step, args.total_training_steps) == (4, 2)  # the CPU defaults
-    paths = example.write_inputs(args)
-    overrides = example.hydra_overrides(args, paths, model_path=str(tmp_path / "model"))
-    import verl
-
-    with initialize_config_dir(
-        config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None
-    ):
-        config = compose(config_name="ppo_trainer", overrides=overrides)
+    _, config, command = example.prepare(
+        ["machine=cpu", f"gem.output_dir={tmp_path}", f"actor_rollout_ref.model.path={tmp_path / 'model'}"]
+    )
     validate_config(
         config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
     )
+    assert (config.data.train_batch_size, config.trainer.total_training_steps) == (4, 2)  # machine/cpu.yaml
     assert config.actor_rollout_ref.rollout.name == cpu.ROLLOUT and config.trainer.device == "cpu"
     assert config.actor_rollout_ref.actor.strategy == "fsdp2"
+    assert set(cpu.CPU_OVERRIDES) <= set(command)  # main_ppo gets them too
 
 
 # ---- two real steps --------------------------------------------------------------------------------
@@ -134,7 +128,8 @@ def gigpo_run(tmp_path_factory):
 
 
 def _launch(out: Path, steps: int, estimator: str = "rebn") -> dict:
-    """``examples/train_verl.py --device cpu --model tiny`` for ``steps`` steps with the recorders."""
+    """``examples/train_verl.py machine=cpu actor_rollout_ref.model.path=tiny`` for ``steps`` steps with the
+    recorders."""
     record = out / "record"
     record.mkdir()
     ray_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths have a length limit
@@ -151,9 +146,9 @@ def _launch(out: Path, steps: int, estimator: str = "rebn") -> dict:
         "RAY_DEDUP_LOGS": "0",
     }
     command = [
-        sys.executable, str(EXAMPLE), "--device", "cpu", "--model", "tiny", "--output-dir", str(out),
-        "--total-training-steps", str(steps), "--logger", "console,file", "--advantage_estimator", estimator,
-        "--", f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
+        sys.executable, str(EXAMPLE), "machine=cpu", "actor_rollout_ref.model.path=tiny", f"gem.output_dir={out}",
+        f"trainer.total_training_steps={steps}", "trainer.logger=[console,file]",
+        f"algorithm.adv_estimator=gem_{estimator}", f"+ray_kwargs.ray_init._temp_dir={ray_dir}",
     ]  # fmt: skip
     started = time.monotonic()
     process = subprocess.Popen(
