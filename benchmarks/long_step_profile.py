@@ -30,25 +30,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 
-from benchmarks.train_step_profile import cpu_name, spread
+from benchmarks.train_step_profile import cpu_name, matmul_gflops, spread, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "long_step_profile.txt"
 ROW = "game_Mastermind-v1-easy--smollm2"
-
-
-def matmul_peak(dtype: torch.dtype, m: int = 1024, k: int = 576, n: int = 1536, repeats: int = 5) -> float:
-    """Best-of-``repeats`` GFLOP/s of an ``(m, k) @ (k, n)`` product (SmolLM2's MLP shape) in ``dtype``."""
-    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        for _ in range(8):
-            a @ b
-        best = min(best, (time.perf_counter() - started) / 8)
-    return 2 * m * k * n / best / 1e9
 
 
 def warmed_up(row, seed: int, cache: Path):
@@ -117,7 +103,11 @@ def run(args) -> dict:
     row = next(r for r in ENVS if r.name == ROW)
     torch.set_num_threads(args.threads)
     reuse_freed_memory()  # as the row's own run does (benchmarks.baselines.train_run.train)
-    peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+    # SmolLM2's MLP shape
+    peaks = {
+        name: matmul_gflops(1024, 576, 1536, dtype=d)
+        for name, d in (("fp32", torch.float32), ("bf16", torch.bfloat16))
+    }
     started = time.perf_counter()
     set_seed(args.seed)
     model, tokenizer, renderer = warmed_up(row, args.seed, args.cache)
@@ -203,16 +193,6 @@ def section(label: str, command: str, result: dict, beside: str) -> str:
     return "\n".join(lines)
 
 
-def write_section(label: str, text: str) -> None:
-    old = RESULTS.read_text() if RESULTS.exists() else ""
-    parts = [p for p in old.split("\n== ") if p.strip()]
-    kept = [
-        p if p.startswith("== ") else "== " + p for p in parts if not p.lstrip("= ").startswith(label + " ==")
-    ]
-    head = kept.pop(0) if kept and not kept[0].startswith("== ") else ""
-    RESULTS.write_text("\n".join([*([head] if head else []), *[k.rstrip() + "\n" for k in kept], text]))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--label", required=True)
@@ -233,7 +213,7 @@ def main() -> None:
     print(text)
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, default=str))
-    write_section(args.label, text)
+    write_section(args.label, text, RESULTS, header="")
 
 
 if __name__ == "__main__":

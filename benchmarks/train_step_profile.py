@@ -47,10 +47,10 @@ def cpu_name() -> str:
     )
 
 
-def matmul_gflops(m: int, k: int, n: int, repeats: int = 5) -> float:
-    """Best-of-``repeats`` fp32 GFLOP/s of an ``(m, k) @ (k, n)`` product on this process's threads."""
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    out = torch.empty(m, n)
+def matmul_gflops(m: int, k: int, n: int, repeats: int = 5, dtype: torch.dtype = torch.float32) -> float:
+    """Best-of-``repeats`` GFLOP/s of an ``(m, k) @ (k, n)`` product in ``dtype`` on this process's threads."""
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+    out = torch.empty(m, n, dtype=dtype)
     torch.mm(a, b, out=out)
     best = float("inf")
     for _ in range(repeats):
@@ -154,12 +154,14 @@ def report(
     return "\n".join(lines)
 
 
-def write_section(label: str, text: str) -> None:
-    old = RESULTS.read_text() if RESULTS.exists() else ""
+def write_section(label: str, text: str, path: Path = RESULTS, header: str | None = None) -> None:
+    """``text`` as the section ``label`` of ``path``, replacing an older section of that name; the file's
+    header (what precedes its first section) is kept, else ``header`` (default: this script's) starts it."""
+    old = path.read_text() if path.exists() else ""
     sections = re.split(r"(?m)^(?=== )", old)
     kept = [s for s in sections if s.strip() and not s.startswith(f"== {label} ==")]
-    header = kept.pop(0) if kept and not kept[0].startswith("== ") else HEADER
-    RESULTS.write_text(header + "".join(kept) + text + "\n")
+    first = kept.pop(0) if kept and not kept[0].startswith("== ") else (HEADER if header is None else header)
+    path.write_text(first + "".join(kept) + text + "\n")
 
 
 HEADER = (
