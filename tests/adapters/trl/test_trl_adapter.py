@@ -264,7 +264,7 @@ def test_reward_funcs_are_refused_with_where_the_rewards_come_from(rebn_run, tok
 
 def test_the_learner_shares_prefixes_with_the_padded_forwards_loss(rebn_run):
     """One forward over the batch's prefix tree gives TRL's padded forward's loss and gradients."""
-    from tests.adapters.test_prefix_tree import assert_same_gradient
+    from tests.adapters.algorithms.test_prefix_tree import assert_same_gradient
 
     trainer = rebn_run[0]
     inputs = trainer.loss_inputs[0]

@@ -16,7 +16,7 @@ pytest.importorskip("trl")
 from gem_adapters.algorithms.advantages import compute_advantages
 from gem_adapters.trl import GEMGRPOTrainer
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ENV_ID = "game:GuessTheNumber-v1-easy"
 
 
