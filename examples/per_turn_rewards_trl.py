@@ -74,23 +74,21 @@ def check_command_line(argv: list[str]) -> None:
 if __name__ == "__main__":
     check_command_line(sys.argv[1:])
 
-from trl import TrlParser  # noqa: E402  (see the imports' comment above)
-
-from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm  # noqa: E402
-from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, make_rollout_func, tasks_dataset  # noqa: E402
+from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm  # noqa: E402  (see the imports' comment above)
+from gem_adapters.trl import (  # noqa: E402
+    GEMGRPOConfig,
+    GEMGRPOTrainer,
+    make_rollout_func,
+    parse_command_line,
+    tasks_dataset,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[Args, GEMGRPOConfig]:
     """``(Args, GEMGRPOConfig)`` from the command line, by TRL's parser."""
     argv = sys.argv[1:] if argv is None else argv
     check_command_line(argv)
-    parser = TrlParser((Args, GEMGRPOConfig))
-    parser.set_defaults(**DEFAULTS)
-    argv = ["--help" if arg == "--help_all" else arg for arg in argv]
-    try:
-        return parser.parse_args_and_config(argv)
-    except ValueError as exc:  # a config that GEMGRPOConfig refuses: an error message, not a traceback
-        parser.error(str(exc))
+    return parse_command_line((Args, GEMGRPOConfig), argv, DEFAULTS)
 
 
 def judge(episode: Episode) -> list[float | None]:

@@ -171,12 +171,13 @@ if __name__ == "__main__":
     check_command_line(sys.argv[1:])
 
 from transformers import PrinterCallback, set_seed  # noqa: E402  (see the imports' comment above)
-from trl import SFTConfig, TrlParser  # noqa: E402
+from trl import SFTConfig  # noqa: E402
 
 from gem_adapters.trl import (  # noqa: E402
     EpisodeBatchCallback,
     GEMGRPOConfig,
     GEMGRPOTrainer,
+    parse_command_line,
     sft_warm_up,
     tasks_dataset,
 )
@@ -187,13 +188,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[ScriptArguments, GEMGRPOC
     both, TRL's fields included)."""
     argv = sys.argv[1:] if argv is None else argv
     check_command_line(argv)
-    parser = TrlParser((ScriptArguments, GEMGRPOConfig))
-    parser.set_defaults(**GRPO_DEFAULTS)
-    argv = ["--help" if arg == "--help_all" else arg for arg in argv]
-    try:
-        return parser.parse_args_and_config(argv)
-    except ValueError as exc:  # a config that GEMGRPOConfig refuses: an error message, not a traceback
-        parser.error(str(exc))
+    return parse_command_line((ScriptArguments, GEMGRPOConfig), argv, GRPO_DEFAULTS)
 
 
 def load_policy(script: ScriptArguments, config: GEMGRPOConfig):

@@ -144,7 +144,7 @@ from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 
 from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm  # noqa: E402
-from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset  # noqa: E402
+from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, parse_command_line, tasks_dataset  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[ScriptArguments, trl.GRPOConfig]:
@@ -155,13 +155,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[ScriptArguments, trl.GRPO
     # GEMGRPOConfig (a GRPOConfig subclass) for ours. No config is converted into the other (a built
     # GRPOConfig holds derived fields, e.g. generation_batch_size, that refuse to be passed back in), and a
     # GEM-only flag on --path trl is an error, not a silently ignored setting.
-    parser = trl.TrlParser((ScriptArguments, GEMGRPOConfig if path == "gem" else trl.GRPOConfig))
-    parser.set_defaults(**DEFAULTS, **PATH_DEFAULTS[path])
-    argv = ["--help" if arg == "--help_all" else arg for arg in argv]
-    try:
-        return parser.parse_args_and_config(argv)
-    except ValueError as exc:  # a config that the config class refuses: an error message, not a traceback
-        parser.error(str(exc))
+    config_class = GEMGRPOConfig if path == "gem" else trl.GRPOConfig
+    return parse_command_line((ScriptArguments, config_class), argv, {**DEFAULTS, **PATH_DEFAULTS[path]})
 
 
 # ---- the server -----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ Vision-language models train the same way: pass the model's processor as ``proce
 first observation's images for TRL's forward pass (see ``gem_adapters.trl.rollout``).
 """
 
-from gem_adapters.trl.config import GEMGRPOConfig, GEMPPOConfig
+from gem_adapters.trl.config import GEMGRPOConfig, GEMPPOConfig, parse_command_line
 from gem_adapters.trl.critic import GEMPPOTrainer, TurnCritic
 from gem_adapters.trl.rollout import EpisodeSample, episode_to_sample, make_rollout_func
 from gem_adapters.trl.rows import parse_task_prompt, prompt_task, task_prompt, task_rows, tasks_dataset
@@ -36,6 +36,7 @@ __all__ = [
     "episode_return",
     "episode_to_sample",
     "make_rollout_func",
+    "parse_command_line",
     "parse_task_prompt",
     "prompt_task",
     "sft_warm_up",

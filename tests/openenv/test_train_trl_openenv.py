@@ -16,6 +16,7 @@ pytest.importorskip("trl")
 pytest.importorskip("jmespath")  # TRL's tool-call parsing on transformers < 5.13
 
 import gem_core
+from tests import script_runs
 from tests.openenv import support
 
 GUESS = "game:GuessTheNumber-v1-easy"
@@ -102,22 +103,10 @@ def test_the_command_line_is_trls_with_the_paths_own_config(example):
 
 
 HEAVY = ("torch", "transformers", "gem_adapters.trl", "openenv")
-# The example run as a script in this interpreter, then what it had imported when it exited.
-AS_SCRIPT = """
-import runpy, sys
-sys.argv = [{example!r}, *{argv!r}]
-try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-except SystemExit as exit:
-    print(exit.code, [m for m in {heavy!r} if m in sys.modules])
-"""
 
 
 def run_as_script(*argv: str) -> subprocess.CompletedProcess:
-    code = AS_SCRIPT.format(
-        example=str(support.REPO / "examples/train_trl_openenv.py"), argv=list(argv), heavy=HEAVY
-    )
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return script_runs.run_as_script(support.REPO / "examples/train_trl_openenv.py", argv, HEAVY)
 
 
 def test_help_and_bad_settings_come_before_torch_and_trl_load():

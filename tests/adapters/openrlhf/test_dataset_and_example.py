@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,6 +23,7 @@ import gem_core
 from gem_adapters.episodes.tasks import make_tasks
 from gem_adapters.openrlhf.rollout import GemAgentExecutor
 from gem_adapters.openrlhf.rows import Task, task_rows, write_prompts
+from tests import script_runs
 
 from .openrlhf_source import load_agent_executor, parse_cli
 
@@ -143,23 +142,12 @@ def test_example_refuses_a_bad_flag_before_writing_anything(tmp_path, capsys):
 
 
 def test_example_help_lists_both_flag_sets_and_imports_no_trainer():
-    code = (
-        "import runpy, sys\n"
-        f"sys.argv = ['train_openrlhf.py', '--help']\n"
-        "try:\n"
-        f"    runpy.run_path({str(EXAMPLE)!r}, run_name='__main__')\n"
-        "except SystemExit as exit_:\n"
-        "    assert exit_.code == 0, exit_.code\n"
-        "heavy = ('torch', 'ray', 'deepspeed', 'vllm', 'transformers', 'openrlhf.cli.train_ppo_ray')\n"
-        "print('loaded:', [m for m in heavy if m in sys.modules])\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(EXAMPLE.parents[1])}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
-    assert done.returncode == 0, done.stderr
+    heavy = ("torch", "ray", "deepspeed", "vllm", "transformers", "openrlhf.cli.train_ppo_ray")
+    done = script_runs.run_as_script(EXAMPLE, ["--help"], heavy)
+    assert done.stdout.strip().splitlines()[-1] == "0 []", done.stderr[-2000:]
     assert "--gem.env_ids" in done.stdout and "--dry-run" in done.stdout
     assert "--actor.model_name_or_path=smollm2" in done.stdout  # the example's values of OpenRLHF flags
     assert "--vllm.gpu_memory_utilization VLLM.GPU_MEMORY_UTILIZATION" in done.stdout  # OpenRLHF's list
-    assert done.stdout.strip().endswith("loaded: []")
 
 
 def test_rows_cycle_env_ids_and_carry_their_options(tmp_path):

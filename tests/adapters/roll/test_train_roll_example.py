@@ -4,7 +4,6 @@ line and writes, its errors, and the launch command (the launch itself needs ROL
 from __future__ import annotations
 
 import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from gem_adapters.roll import NAMESPACE
+from tests import script_runs
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_roll.py"
 TAG = "GemCoreGame"  # the custom_envs entry of examples/roll/*.yaml
@@ -138,15 +138,6 @@ def test_launch_command_points_hydra_at_the_written_config(tmp_path, capsys):
 
 
 def test_help_needs_no_roll():
-    code = (
-        "import runpy, sys\n"
-        f"sys.argv = ['train_roll.py', '--help']\n"
-        "try:\n"
-        f"    runpy.run_path({str(EXAMPLE)!r}, run_name='__main__')\n"
-        "except SystemExit as exc:\n"
-        "    assert exc.code == 0, exc.code\n"
-        "print('ROLL imported' if 'roll.pipeline' in sys.modules else 'ROLL not imported')\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    out = script_runs.run_as_script(EXAMPLE, ["--help"], ["roll.pipeline"])
     assert "custom_envs.GemCoreGame.history_length=1" in out.stdout
-    assert out.stdout.rstrip().endswith("ROLL not imported")
+    assert out.stdout.strip().splitlines()[-1] == "0 []", out.stderr[-2000:]
