@@ -166,13 +166,15 @@ def check_command_line(argv: list[str]) -> None:
             grpo,
             name,
             default,
-            f"registered: {', '.join(estimator_names(values=False, state_keys=True))}"
+            f"registered: {', '.join(estimator_names(values=False, state_keys=True, strata=True))}"
             if name == "advantage_estimator"
             else "",
         )
     known, _ = parser.parse_known_args(argv)
     try:
-        require_estimator(known.advantage_estimator, values=False, state_keys=True, trainer="GEMGRPOTrainer")
+        require_estimator(
+            known.advantage_estimator, values=False, state_keys=True, strata=True, trainer="GEMGRPOTrainer"
+        )
         gem_core.spec(known.env_id)
     except (ValueError, KeyError) as exc:
         parser.error(str(exc).strip("\"'"))
