@@ -309,7 +309,7 @@ class GEMGRPOTrainer(GRPOTrainer):
         rewards = [[t.reward for t in e.turns] for e in episodes]
         groups = [e.group_id for e in episodes]
         state_keys = [[getattr(t, "state_key", None) for t in e.turns] for e in episodes]  # GiGPO's anchors
-        strata = [getattr(e, "env_id", None) for e in episodes]  # each row's task's env: rebn_per_env's strata
+        strata = [getattr(e, "env_id", None) for e in episodes]  # rebn_per_env: each task's env
         if self.accelerator.num_processes > 1:
             rewards, groups = gather_object(rewards), gather_object(groups)
             state_keys, strata = gather_object(state_keys), gather_object(strata)
