@@ -156,12 +156,14 @@ def check_command_line(argv: list[str]) -> None:
         description=__doc__.split("\n\n")[0],
         config_name="GEMGRPOConfig (TRL's GRPOConfig plus the episode and advantage settings)",
         helps={
-            "advantage_estimator": f"registered: {', '.join(estimator_names(values=False, state_keys=True))}"
+            "advantage_estimator": f"registered: {', '.join(estimator_names(values=False, state_keys=True, strata=True))}"
         },
     )
     known = parse_light(parser, argv)
     try:
-        require_estimator(known.advantage_estimator, values=False, state_keys=True, trainer="GEMGRPOTrainer")
+        require_estimator(
+            known.advantage_estimator, values=False, state_keys=True, strata=True, trainer="GEMGRPOTrainer"
+        )
         gem_core.spec(known.env_id)
     except (ValueError, KeyError) as exc:
         parser.error(str(exc).strip("\"'"))

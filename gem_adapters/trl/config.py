@@ -97,7 +97,7 @@ class GEMGRPOConfig(GRPOConfig):
             else "GEMGRPOTrainer (a critic: GEMPPOConfig, GEMPPOTrainer)"
         )
         estimator = require_estimator(
-            self.advantage_estimator, values=self.trains_critic, state_keys=True, trainer=trainer
+            self.advantage_estimator, values=self.trains_critic, state_keys=True, strata=True, trainer=trainer
         )
         if self.trains_critic and not estimator.needs_values:
             raise ValueError(
