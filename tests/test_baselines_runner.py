@@ -436,3 +436,17 @@ def test_a_mixed_warm_up_is_the_union_of_its_parts(tmp_path, monkeypatch):
     ]
     with pytest.raises(ValueError, match="must share"):
         MixedPolicySpec((parts[0], PolicySpec("sum", hidden_size=64)))
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_every_tables_result_files_can_be_committed(table):
+    """The runner commits a row's runs and curve as they finish: no .gitignore pattern may hold them back."""
+    folder = results.results_dir(table)
+    row = TABLES[table][0]
+    stem = results.run_stem(folder, row.name, "trl", row.estimators[0], 0)
+    paths = [stem.with_suffix(s) for s in (".csv", ".json", ".log")]
+    paths += [results.curve_path(folder, row.name, "trl", row.estimators[0]), folder / "table.csv"]
+    repo = Path(results.__file__).resolve().parents[2]
+    names = [str(p.relative_to(repo)) for p in paths]
+    ignored = subprocess.run(["git", "check-ignore", *names], cwd=repo, capture_output=True, text=True)
+    assert ignored.returncode == 1 and not ignored.stdout, f"ignored by .gitignore: {ignored.stdout}"
