@@ -104,6 +104,17 @@ def test_reference_turns_of_the_discount_experiment():
     del sys.modules["benchmarks.learning.experiments"]
 
 
+def run_config(module_name: str) -> type:
+    """The settings class a trainer module parses: its own subclass of ``train.RunConfig`` where it has one."""
+    module = importlib.import_module(module_name)
+    own = [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, train.RunConfig) and v.__module__ == module.__name__
+    ]
+    return own[0] if own else train.RunConfig
+
+
 def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
     experiments = learning_module("experiments")
     from transformers import HfArgumentParser
@@ -118,7 +129,9 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
                 assert command_of_path.setdefault(path, command) == command, path
                 assert command[1:3] == ["-m", experiments.module(a)] and command[-1] == str(path)
                 assert importlib.util.find_spec(experiments.module(a)) is not None  # the trainer exists
-                (run,) = HfArgumentParser(train.RunConfig).parse_args_into_dataclasses(command[3:])
+                (run,) = HfArgumentParser(run_config(experiments.module(a))).parse_args_into_dataclasses(
+                    command[3:]
+                )
                 expected = (a["task"], a["estimator"], a["gamma"], seed)
                 assert (run.task, run.estimator, run.gamma, run.seed) == expected
                 for name, value in a["flags"].items():
