@@ -290,7 +290,12 @@ def train(
     model, processing_class, renderer, warmup = load_policy(row, seed, smoke)
     eval_episodes = min(row.eval_episodes, SMOKE_EVAL_EPISODES) if smoke else row.eval_episodes
     before = evaluate(model, processing_class, renderer, row, eval_episodes)
-    trainer = grpo_trainer(row, estimator, seed, steps, model, processing_class, renderer)
+    # The small policy (hidden size 128) trains in fp32: its matrix products are too small for bf16 to pay
+    # (its learner pass ran at 0.82x fp32's speed in bf16, SmolLM2's at 2.27x: results/bf16_by_model_size.txt;
+    # its learning curve under bf16: results/learning/README.md section 16). SmolLM2: GEMGRPOConfig's
+    # default, bf16 where the CPU computes it natively.
+    bf16 = False if row.policy == "small" else None
+    trainer = grpo_trainer(row, estimator, seed, steps, model, processing_class, renderer, bf16=bf16)
     trainer.remove_callback(PrinterCallback)
     out.parent.mkdir(parents=True, exist_ok=True)
     log = RunLog(out.parent, CURVE_COLUMNS, filename=out.with_suffix(".csv").name, digits=8)
@@ -343,6 +348,7 @@ def train(
         "steps": len(log.rows),
         "episodes_per_step": row.episodes_per_step,
         "smoke": smoke,
+        "precision": "bf16 autocast" if trainer.args.bf16 else "fp32",
         "before": before,
         "after": after,
         **({"per_env": per_env} if per_env else {}),
