@@ -290,11 +290,11 @@ def train(
     model, processing_class, renderer, warmup = load_policy(row, seed, smoke)
     eval_episodes = min(row.eval_episodes, SMOKE_EVAL_EPISODES) if smoke else row.eval_episodes
     before = evaluate(model, processing_class, renderer, row, eval_episodes)
-    # The small policy (hidden size 128) trains in fp32: its matrix products are too small for bf16 to pay
-    # (its learner pass ran at 0.82x fp32's speed in bf16, SmolLM2's at 2.27x: results/bf16_by_model_size.txt;
-    # its learning curve under bf16: results/learning/README.md section 16). SmolLM2: GEMGRPOConfig's
-    # default, bf16 where the CPU computes it natively.
-    bf16 = False if row.policy == "small" else None
+    # SmolLM2 trains under GEMGRPOConfig's default (bf16 autocast where the CPU computes it natively); the
+    # small policy (hidden size 128) and the 3M tiny LLaVA in fp32: their matrix products are too small for
+    # bf16 to pay (the small policy's learner pass ran at 0.82x fp32's speed in bf16, SmolLM2's at 2.27x:
+    # results/bf16_by_model_size.txt; its learning curve under bf16: results/learning/README.md section 16).
+    bf16 = None if row.policy == "smollm2" else False
     trainer = grpo_trainer(row, estimator, seed, steps, model, processing_class, renderer, bf16=bf16)
     trainer.remove_callback(PrinterCallback)
     out.parent.mkdir(parents=True, exist_ok=True)
