@@ -8,8 +8,13 @@ follow it. The rollout function plays the episodes exactly as GEMGRPOTrainer's o
 the scorer's turn rewards on them (``rescore``); the trainer's estimator turns them into per-turn
 advantages on each turn's tokens.
 
-    python examples/per_turn_rewards_trl.py --model smollm2 --steps 10
-    python examples/per_turn_rewards_trl.py --model tiny --steps 1     # a random tiny model: seconds
+    python examples/per_turn_rewards_trl.py --model smollm2 --max_steps 10
+    python examples/per_turn_rewards_trl.py --model tiny --max_steps 1     # a random tiny model: seconds
+
+The command line is TRL's (``TrlParser``): ``Args`` below (the model, the env) and every field of
+``GEMGRPOConfig``, with ``DEFAULTS`` as this example's defaults (``--max_steps``, episodes per step
+``--per_device_train_batch_size``, ``--num_generations``, ``--advantage_estimator``, ``--max_turn_tokens``,
+``--output_dir`` ...); ``--help`` lists them at once, ``--help_all`` every field (it loads TRL and torch).
 
 The scorer below judges GuessTheNumber moves from what the episode shows: a guess that could still be
 the number given the hints so far earns 0.1, the winning turn 1.0, and every other turn (an illegal
@@ -18,19 +23,17 @@ or uninformative guess) gets None.
 
 from __future__ import annotations
 
+# The light imports first, enough for --help and a bad setting of this script; torch and TRL after them.
 import os
-import tempfile
+import sys
 from dataclasses import dataclass, field
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is flagged experimental in TRL 1.16
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from transformers import HfArgumentParser
-
 from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.episodes.episode import Episode, rescore
-from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
-from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, make_rollout_func, tasks_dataset
+from gem_adapters.runtime.command_line import light_parser, parse_light
 
 
 @dataclass
@@ -39,14 +42,53 @@ class Args:
         default="smollm2", metadata={"help": "smollm2, tiny (random), or a local model folder"}
     )
     env_id: str = "game:GuessTheNumber-v1-easy"
-    advantage_estimator: str = field(
-        default="rebn", metadata={"help": "any estimator of gem_adapters.algorithms.advantages"}
+
+
+# This example's settings of GEMGRPOConfig fields (the command line overrides any of them).
+DEFAULTS = dict(
+    output_dir="outputs/per_turn_rewards_trl",
+    advantage_estimator="rebn",  # any estimator of gem_adapters.algorithms.advantages
+    gamma=0.9,
+    max_turn_tokens=24,
+    max_steps=10,
+    per_device_train_batch_size=8,  # episodes per step
+    num_generations=4,
+    learning_rate=1e-5,
+    use_cpu=True,
+    report_to="none",
+    save_strategy="no",
+    logging_steps=1,
+    disable_tqdm=True,
+)
+
+
+def check_command_line(argv: list[str]) -> None:
+    """``--help`` and a bad value of ``Args``' or ``DEFAULTS``' flags, before torch and TRL load."""
+    description = __doc__.split("\n\n")[0]
+    parser = light_parser(
+        Args, DEFAULTS, prog="per_turn_rewards_trl.py", description=description, config_name="GEMGRPOConfig"
     )
-    steps: int = 10
-    episodes_per_step: int = 8
-    num_generations: int = 4
-    max_turn_tokens: int = 24
-    output_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="gem-per-turn-trl-"))
+    parse_light(parser, argv)
+
+
+if __name__ == "__main__":
+    check_command_line(sys.argv[1:])
+
+from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm  # noqa: E402  (see the imports' comment above)
+from gem_adapters.trl import (  # noqa: E402
+    GEMGRPOConfig,
+    GEMGRPOTrainer,
+    make_rollout_func,
+    parse_command_line,
+    tasks_dataset,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Args, GEMGRPOConfig]:
+    """``(Args, GEMGRPOConfig)`` from the command line, by TRL's parser."""
+    argv = sys.argv[1:] if argv is None else argv
+    check_command_line(argv)
+    return parse_command_line((Args, GEMGRPOConfig), argv, DEFAULTS)
 
 
 def judge(episode: Episode) -> list[float | None]:
@@ -74,36 +116,22 @@ def judged_rollout_func(renderer: ChatRenderer, **limits):
     return rollout_func
 
 
-def main(args: Args) -> GEMGRPOTrainer:
+def main(args: Args, config: GEMGRPOConfig) -> GEMGRPOTrainer:
     tokenizer = load_tokenizer("smollm2" if args.model == "tiny" else args.model)
     model = tiny_causal_lm(tokenizer, seed=0) if args.model == "tiny" else load_model(args.model)
     renderer = ChatRenderer(tokenizer)
-    config = GEMGRPOConfig(
-        output_dir=args.output_dir,
-        advantage_estimator=args.advantage_estimator,
-        gamma=0.9,
-        max_turn_tokens=args.max_turn_tokens,
-        per_device_train_batch_size=args.episodes_per_step,
-        num_generations=args.num_generations,
-        max_steps=args.steps,
-        learning_rate=1e-5,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
-    )
+    num_tasks = config.max_steps * config.generation_batch_size // config.num_generations
     trainer = GEMGRPOTrainer(
         model,
         config,
-        tasks_dataset(args.env_id, args.steps * args.episodes_per_step),
+        tasks_dataset(args.env_id, num_tasks),
         processing_class=tokenizer,
         renderer=renderer,
-        rollout_func=judged_rollout_func(renderer, max_turn_tokens=args.max_turn_tokens),
+        rollout_func=judged_rollout_func(renderer, max_turn_tokens=config.max_turn_tokens),
     )
     trainer.train()
     return trainer
 
 
 if __name__ == "__main__":
-    main(HfArgumentParser(Args).parse_args_into_dataclasses()[0])
+    main(*parse_args())

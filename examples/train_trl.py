@@ -45,12 +45,11 @@ from __future__ import annotations
 
 # Two blocks of imports: the light ones, enough to print --help and to refuse a bad setting of this script
 # at once, then (after that check, when run as a script) torch, transformers and TRL, which take seconds.
-import argparse
 import json
 import os
 import sys
 import time
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is flagged experimental in TRL 1.16
@@ -65,6 +64,7 @@ from gem_adapters.episodes.jsonl import write_jsonl
 from gem_adapters.evaluation.held_out import play_held_out
 from gem_adapters.policies.base import SamplingParams
 from gem_adapters.runtime.allocator import reuse_freed_memory
+from gem_adapters.runtime.command_line import light_parser, parse_light
 from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
 from gem_adapters.runtime.rollout_limits import RolloutLimits
 from gem_adapters.runtime.run_log import RunLog
@@ -149,60 +149,37 @@ def check_command_line(argv: list[str]) -> None:
     """``--help``, and a bad value of this script's own flags or of ``GRPO_DEFAULTS``' (an unknown estimator
     or env id included), on the light imports: before torch and TRL load. Other flags are TRL's, for
     ``parse_args``."""
-    parser = argparse.ArgumentParser(
+    parser = light_parser(
+        ScriptArguments,
+        GRPO_DEFAULTS,
         prog="train_trl.py",
         description=__doc__.split("\n\n")[0],
-        epilog="Every other flag is a field of GEMGRPOConfig (TRL's GRPOConfig plus the episode and advantage "
-        "settings), read by TRL's parser: --help_all lists them all (it loads TRL and torch).",
-        allow_abbrev=False,
+        config_name="GEMGRPOConfig (TRL's GRPOConfig plus the episode and advantage settings)",
+        helps={
+            "advantage_estimator": f"registered: {', '.join(estimator_names(values=False, state_keys=True, strata=True))}"
+        },
     )
-    script = parser.add_argument_group("this script (ScriptArguments)")
-    for spec in fields(ScriptArguments):
-        default = spec.default if spec.default is not MISSING else spec.default_factory()
-        _add_flag(script, spec.name, default, spec.metadata.get("help", ""))
-    grpo = parser.add_argument_group("this example's settings of GEMGRPOConfig")
-    for name, default in GRPO_DEFAULTS.items():
-        _add_flag(
-            grpo,
-            name,
-            default,
-            f"registered: {', '.join(estimator_names(values=False, state_keys=True))}"
-            if name == "advantage_estimator"
-            else "",
-        )
-    known, _ = parser.parse_known_args(argv)
+    known = parse_light(parser, argv)
     try:
-        require_estimator(known.advantage_estimator, values=False, state_keys=True, trainer="GEMGRPOTrainer")
+        require_estimator(
+            known.advantage_estimator, values=False, state_keys=True, strata=True, trainer="GEMGRPOTrainer"
+        )
         gem_core.spec(known.env_id)
     except (ValueError, KeyError) as exc:
         parser.error(str(exc).strip("\"'"))
-
-
-def _add_flag(group: argparse._ArgumentGroup, name: str, default: object, help: str) -> None:
-    """``--name`` with the type of its default (a bool takes ``--name`` alone or ``--name true/false``)."""
-    kind = _boolean if isinstance(default, bool) else type(default)
-    extra = {"nargs": "?", "const": True} if isinstance(default, bool) else {}
-    group.add_argument(
-        f"--{name}", type=kind, default=default, help=f"{help} (default: {default})".lstrip(), **extra
-    )
-
-
-def _boolean(text: str) -> bool:
-    if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    return text.lower() in ("true", "1", "yes")
 
 
 if __name__ == "__main__":
     check_command_line(sys.argv[1:])
 
 from transformers import PrinterCallback, set_seed  # noqa: E402  (see the imports' comment above)
-from trl import SFTConfig, TrlParser  # noqa: E402
+from trl import SFTConfig  # noqa: E402
 
 from gem_adapters.trl import (  # noqa: E402
     EpisodeBatchCallback,
     GEMGRPOConfig,
     GEMGRPOTrainer,
+    parse_command_line,
     sft_warm_up,
     tasks_dataset,
 )
@@ -213,13 +190,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[ScriptArguments, GEMGRPOC
     both, TRL's fields included)."""
     argv = sys.argv[1:] if argv is None else argv
     check_command_line(argv)
-    parser = TrlParser((ScriptArguments, GEMGRPOConfig))
-    parser.set_defaults(**GRPO_DEFAULTS)
-    argv = ["--help" if arg == "--help_all" else arg for arg in argv]
-    try:
-        return parser.parse_args_and_config(argv)
-    except ValueError as exc:  # a config that GEMGRPOConfig refuses: an error message, not a traceback
-        parser.error(str(exc))
+    return parse_command_line((ScriptArguments, GEMGRPOConfig), argv, GRPO_DEFAULTS)
 
 
 def load_policy(script: ScriptArguments, config: GEMGRPOConfig):

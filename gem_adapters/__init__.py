@@ -10,7 +10,8 @@ The shared core, written once and used by every framework adapter, in three fold
                    learner's shared-prefix forward (``prefix_tree``), scripted warm-up games (``warmup``)
   ``runtime/``     the rollout driver within ``RolloutLimits`` (``rollout``, ``rollout_limits``), pinned
                    framework patches (``patching``), the offline and tiny models (``models``), weights
-                   into vLLM (``vllm_weights``), the run log, timing and the allocator setting
+                   into vLLM (``vllm_weights``), the run log, timing, the allocator setting and the
+                   examples' light first pass over their command line (``command_line``)
 
 beside ``policies/`` (generation backends: a transformers model, vision-language models, an
 OpenAI-compatible server) and ``evaluation/`` (``gem eval`` and held-out evaluation during training).

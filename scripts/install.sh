@@ -106,6 +106,7 @@ fi
 case ",${extras}," in
   *,openrlhf,*|*,test,*|*,dev,*|*,test-openrlhf,*) pip install -q --no-deps "openrlhf==0.11.2" pylatexenc ;;
 esac
+# oat-llm: --no-deps; its tyro (with tyro's own dependencies) comes from the oat extra, which test and dev include.
 case ",${extras}," in
   *,oat,*|*,test,*|*,dev,*) pip install -q --no-deps --ignore-requires-python "oat-llm==0.2.4" ;;
 esac

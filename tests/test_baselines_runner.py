@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.baselines import results
-from benchmarks.baselines.rows import ENVS, PLATEAU, TABLES, VERDICTS
-from benchmarks.baselines.runner import Git, plan_markdown, report, run, schedule
+from benchmarks.baselines.rows import ENVS, MIXTURE, MIXTURE_SHARED, PLATEAU, TABLES, VERDICTS, Row, mixture
+from benchmarks.baselines.runner import Git, measured_from_parts, plan_markdown, report, run, schedule
 from benchmarks.bootstrap import bootstrap
 
 
@@ -60,8 +60,9 @@ def test_table_line_and_file(tmp_path):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == results.TABLE_COLUMNS == [
         "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
-        "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict",
+        "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict", "mixture",
     ]  # fmt: skip
+    assert rows[0]["mixture"] == ""  # a single-env line
     assert rows[0]["success_after"] == "0.75" and rows[1]["after_lo"] == rows[1]["after_hi"] == ""
     assert line["plateau_step"] == "" and line["verdict"] == "learns"  # no curve files: no plateau step
     assert one["verdict"] == "one seed"
@@ -277,3 +278,175 @@ def test_schedule_and_plan():
     text = plan_markdown("plateau")  # measured from the committed envs runs
     assert text.count("\n") == len(PLATEAU) + 2 and "not measured" not in text
     assert "(/2)" in text and "2 at a time" in text
+
+
+# ---- the mixture row (issue 58, item 4) ----------------------------------------------------------------
+
+
+def test_the_mixture_row_trains_four_plateau_envs_at_their_total_episodes():
+    plateau = {r.name: r for r in PLATEAU}
+    assert [r.estimators for r in MIXTURE] == [("rebn",), ("rebn_per_env",)]
+    assert len({r.name for r in MIXTURE}) == 1  # one row split by estimator: one folder, two workers
+    for row in MIXTURE:
+        assert len(row.parts) >= 4 and row.policy == "small" and row.seeds == (0, 1, 2)
+        assert all(plateau[p.name] == p and "rebn" in p.estimators for p in row.parts)
+        assert row.compare_table == "plateau" and row.verdict in VERDICTS
+        # the same total number of episodes as the single-env lines it is compared with
+        assert row.steps * row.episodes_per_step == sum(p.steps * p.episodes_per_step for p in row.parts)
+        assert (row.episodes_per_step // row.num_generations) % len(row.parts) == 0  # equal shares a step
+        for key in MIXTURE_SHARED:
+            assert {getattr(p, key) for p in row.parts} == {getattr(row, key)}
+    assert results.results_dir("mixture") == results.RESULTS / "mixture"
+
+
+def test_a_mixture_refuses_parts_one_policy_cannot_share():
+    a = Row("game:A-v0", "x", "small", small_task="a")
+    b = Row("game:B-v0", "x", "small", small_task="b")
+    assert mixture("mixture:AB", "x", [a, b]).env_ids == ("game:A-v0", "game:B-v0")
+    with pytest.raises(ValueError, match="must share max_turn_tokens"):
+        mixture("mixture:AB", "x", [a, Row("game:B-v0", "x", "small", small_task="b", max_turn_tokens=8)])
+    with pytest.raises(ValueError, match="distinct envs"):
+        mixture("mixture:AA", "x", [a, a])
+    with pytest.raises(ValueError, match="split evenly"):
+        mixture("mixture:AB", "x", [a, b], episodes_per_step=24, num_generations=8)  # 3 groups, 2 envs
+
+
+def mixture_summary(seed: int, per_env: dict[str, tuple[float, float]], **extra) -> dict:
+    runs = {
+        env: {"row": env.replace(":", "_") + "--small", "before": {"success_rate": b, "return": b},
+              "after": {"success_rate": a, "return": a}}
+        for env, (b, a) in per_env.items()
+    }  # fmt: skip
+    return summary(seed, 0.0, 0.0, env_id="mixture:AB", per_env=runs, wall_s=80.0, **extra)
+
+
+def test_a_mixture_run_is_one_run_of_each_of_its_envs(tmp_path):
+    data = mixture_summary(0, {"game:A-v0": (0.2, 0.5), "game:B-v0": (0.1, 0.3)})
+    data |= {"_row": "mixture_AB--small", "_stem": tmp_path / "trl-rebn-seed0"}
+    a, b = results.per_env_summaries(data)
+    assert (a["env_id"], a["before"]["success_rate"], a["after"]["success_rate"]) == ("game:A-v0", 0.2, 0.5)
+    assert b["env_id"] == "game:B-v0" and a["wall_s"] == b["wall_s"] == 40.0  # the run's time, split
+    assert a["mixture"] == "mixture_AB--small" and "per_env" not in a
+    assert a["_stem"] == tmp_path / "trl-rebn-seed0--game_A-v0--small"  # its env's curve
+    assert results.per_env_summaries(summary(0, 0.1, 0.2)) == [summary(0, 0.1, 0.2)]
+
+
+def test_the_mixture_report_puts_each_env_beside_its_single_env_lines(tmp_path, monkeypatch):
+    (row, *_) = MIXTURE
+    envs = {p.env_id: p.name for p in row.parts}
+    mixture_runs = tmp_path / "mixture" / "runs" / row.name
+    mixture_runs.mkdir(parents=True)
+    for estimator in ("rebn", "rebn_per_env"):
+        for seed in range(3):
+            data = mixture_summary(seed, {env: (0.2, 0.4) for env in envs}, estimator=estimator)
+            data["per_env"] = {env: data["per_env"][env] | {"row": name} for env, name in envs.items()}
+            (mixture_runs / f"trl-{estimator}-seed{seed}.json").write_text(json.dumps(data))
+            for name in envs.values():
+                (mixture_runs / f"trl-{estimator}-seed{seed}--{name}.csv").write_text(
+                    "step,success_rate,return\n1,0.2,0.2\n2,0.4,0.4\n"
+                )
+    for env, name in envs.items():  # the plateau table's single-env lines (GRPO too: not compared)
+        (tmp_path / "plateau" / "runs" / name).mkdir(parents=True)
+        for estimator in ("rebn", "grpo"):
+            for seed in range(3):
+                data = summary(seed, 0.2, 0.5, env_id=env, estimator=estimator)
+                (tmp_path / "plateau" / "runs" / name / f"trl-{estimator}-seed{seed}.json").write_text(
+                    json.dumps(data)
+                )
+    monkeypatch.setattr(results, "results_dir", lambda table: tmp_path / table)
+    (tmp_path / "mixture" / "README.md").write_text("x\n<!-- table:start -->\n<!-- table:end -->\n")
+    report("mixture")
+    with open(tmp_path / "mixture" / "table.csv") as f:
+        lines = list(csv.DictReader(f))
+    assert [(line["env_id"], line["estimator"], line["mixture"]) for line in lines] == [
+        (env, estimator, mixture)
+        for env in envs
+        for estimator, mixture in (("rebn", ""), ("rebn", row.name), ("rebn_per_env", row.name))
+    ]
+    assert all(line["seeds"] == "3" for line in lines)
+    assert {line["wall_s"] for line in lines if line["mixture"]} == {"60.0"}  # 3 seeds x 80 s / 4 envs
+    readme = (tmp_path / "mixture" / "README.md").read_text()
+    assert f"| game:Hangman-v1-easy in {row.env_id} | mixture (4 games) |" in readme
+    assert (tmp_path / "mixture" / "grid.png").exists()
+
+
+def test_the_mixture_plan_is_measured_from_its_parts_runs(tmp_path):
+    (row, *_) = MIXTURE
+    for i, part in enumerate(row.parts):
+        folder = tmp_path / "runs" / part.name
+        folder.mkdir(parents=True)
+        run_summary = summary(0, 0.1, 0.2, episodes_per_step=32, seconds_per_step=float(i + 1), train_s=10.0,
+                              warmup_build_s=100.0)  # fmt: skip
+        run_summary["before"] |= {"seconds": 1.0, "episodes": 10}
+        run_summary["after"] |= {"seconds": 1.0, "episodes": 10}
+        (folder / "trl-rebn-seed0.json").write_text(json.dumps(run_summary))
+    measured = measured_from_parts(row, tmp_path)
+    # a step of 64 episodes, 16 of each env: the mean of the parts' seconds per episode x 64
+    assert measured["seconds_per_step"] == pytest.approx(64 * (1 + 2 + 3 + 4) / 4 / 32)
+    assert measured["warmup_s"] == 400.0 and measured["eval_s_per_episode"] == pytest.approx(0.1)
+    assert measured_from_parts(row, tmp_path / "nothing") is None
+    text = plan_markdown("mixture")  # from the committed envs runs of its parts
+    assert "not measured" not in text and text.count("\n") == len(MIXTURE) + 2
+
+
+def test_mixture_check_runs_end_to_end(repo):
+    results_dir = repo / "results"
+    (row,) = TABLES["mixture-check"]
+    run("mixture-check", None, workers=1, git=Git(repo=repo), results_dir=results_dir)
+    for estimator in row.estimators:
+        stem = results.run_stem(results_dir, row.name, "trl", estimator, 0)
+        data = json.loads(stem.with_suffix(".json").read_text())
+        assert data["env_id"] == row.env_id and data["steps"] == 1 and data["estimator"] == estimator
+        assert set(data["per_env"]) == set(row.env_ids)
+        for env in data["per_env"].values():
+            assert env["before"]["episodes"] == env["after"]["episodes"] == row.eval_episodes
+        assert data["before"]["episodes"] == 2 * row.eval_episodes
+        for part in row.parts:
+            with open(results.part_stem(stem, part.name).with_suffix(".csv")) as f:
+                (step,) = list(csv.DictReader(f))
+            assert float(step["turns"]) == 1.0 and float(step["step_s"]) > 0
+            assert results.curve_path(results_dir, f"{row.name}--{part.name}", "trl", estimator).exists()
+    with open(results_dir / "table.csv") as f:
+        lines = list(csv.DictReader(f))
+    assert sorted((line["env_id"], line["estimator"]) for line in lines) == sorted(
+        (env, estimator) for env in row.env_ids for estimator in row.estimators
+    )
+    assert {line["mixture"] for line in lines} == {row.name}
+    log = git(repo, "log", "--name-only", "--format=%s")
+    assert "trl-rebn_per_env-seed0--rg_sum-learn--small.csv" in log
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_a_mixed_warm_up_is_the_union_of_its_parts(tmp_path, monkeypatch):
+    from benchmarks.learning.common import MixedPolicySpec, PolicySpec, mixed_warmup_batches, shared_tokenizer
+
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path))
+    parts = (PolicySpec("pick", warmup_episodes=20, warmup_steps=3, warmup_batch=8),
+             PolicySpec("sum", warmup_episodes=20, warmup_steps=5, warmup_batch=4))  # fmt: skip
+    spec = MixedPolicySpec(parts, warmup_batch=16)
+    assert spec.task == "pick+sum" and spec.warmup_steps == 3 and spec.seed == 0
+    assert spec.folder() != MixedPolicySpec(parts[::-1], warmup_batch=16).folder()
+    batches = mixed_warmup_batches(spec, shared_tokenizer(spec))
+    assert [len(b) for b in batches] == [16, 16, 12]  # 3 x 8 + 5 x 4 sequences, in batches of 16
+    text = [s.token_ids for b in batches for s in b]
+    boxed = sum("\\boxed" in shared_tokenizer(spec).decode(t) for t in text)
+    assert boxed == 24  # pick's sequences as often as in its own warm-up
+    assert [[s.token_ids for s in b] for b in mixed_warmup_batches(spec, shared_tokenizer(spec))] == [
+        [s.token_ids for s in b] for b in batches
+    ]
+    with pytest.raises(ValueError, match="must share"):
+        MixedPolicySpec((parts[0], PolicySpec("sum", hidden_size=64)))
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_every_tables_result_files_can_be_committed(table):
+    """The runner commits a row's runs and curve as they finish: no .gitignore pattern may hold them back."""
+    folder = results.results_dir(table)
+    row = TABLES[table][0]
+    stem = results.run_stem(folder, row.name, "trl", row.estimators[0], 0)
+    paths = [stem.with_suffix(s) for s in (".csv", ".json", ".log")]
+    paths += [results.curve_path(folder, row.name, "trl", row.estimators[0]), folder / "table.csv"]
+    repo = Path(results.__file__).resolve().parents[2]
+    names = [str(p.relative_to(repo)) for p in paths]
+    ignored = subprocess.run(["git", "check-ignore", *names], cwd=repo, capture_output=True, text=True)
+    assert ignored.returncode == 1 and not ignored.stdout, f"ignored by .gitignore: {ignored.stdout}"

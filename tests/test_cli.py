@@ -292,7 +292,7 @@ def test_eval_tiny_model_rerun_gives_identical_numbers(tmp_path):
 
 def test_eval_through_an_openai_compatible_server_matches_local(tmp_path, tiny_model, tokenizer):
     from gem_adapters.policies import TransformersPolicy
-    from tests.adapters.test_policies import CompletionsServer
+    from tests.adapters.policies.test_policies import CompletionsServer
 
     local = tmp_path / "local"
     assert main(["eval", "--model", "tiny", *TINY_ARGS, "--episodes", "2", "--out", str(local)]) == 0

@@ -13,9 +13,11 @@ name must exist and the scripts must parse (``bash -n``); CI runs ``bash scripts
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -119,15 +121,24 @@ def test_the_code_blocks_run_as_written(guide, tmp_path):
         )
         assert installed.returncode == 0, installed.stderr[-3000:]
     (tmp_path / "guide.py").write_text(script)
-    done = subprocess.run(
-        [sys.executable, str(tmp_path / "guide.py")],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert done.returncode == 0, f"{guide.name}:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
+    # Output to files and a session of its own: a server the guide leaves behind cannot hold the test's
+    # pipes open, and is killed with the session.
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        guide_run = subprocess.Popen(
+            [sys.executable, str(tmp_path / "guide.py")],
+            cwd=folder,
+            env=env,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+        )
+        try:
+            returncode = guide_run.wait(timeout=1800)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(guide_run.pid, signal.SIGKILL)
+    assert returncode == 0, f"{guide.name}:\n{out.read_text()[-3000:]}\n{err.read_text()[-5000:]}"
 
 
 def test_every_guide_has_code_that_runs():

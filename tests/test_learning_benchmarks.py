@@ -104,6 +104,17 @@ def test_reference_turns_of_the_discount_experiment():
     del sys.modules["benchmarks.learning.experiments"]
 
 
+def run_config(module_name: str) -> type:
+    """The settings class a trainer module parses: its own subclass of ``train.RunConfig`` where it has one."""
+    module = importlib.import_module(module_name)
+    own = [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, train.RunConfig) and v.__module__ == module.__name__
+    ]
+    return own[0] if own else train.RunConfig
+
+
 def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
     experiments = learning_module("experiments")
     from transformers import HfArgumentParser
@@ -118,7 +129,9 @@ def test_every_arm_has_its_own_csv_and_a_command_its_trainer_parses():
                 assert command_of_path.setdefault(path, command) == command, path
                 assert command[1:3] == ["-m", experiments.module(a)] and command[-1] == str(path)
                 assert importlib.util.find_spec(experiments.module(a)) is not None  # the trainer exists
-                (run,) = HfArgumentParser(train.RunConfig).parse_args_into_dataclasses(command[3:])
+                (run,) = HfArgumentParser(run_config(experiments.module(a))).parse_args_into_dataclasses(
+                    command[3:]
+                )
                 expected = (a["task"], a["estimator"], a["gamma"], seed)
                 assert (run.task, run.estimator, run.gamma, run.seed) == expected
                 for name, value in a["flags"].items():
@@ -506,6 +519,44 @@ def test_a_roll_turn_sample_holds_every_observation_and_its_action():
         assert longest + task.max_turn_tokens <= launcher.turn_sample_tokens(task), name
 
 
+def test_roll_history_prompt_runs_the_chat_manager_on_the_whole_conversation(tmp_path):
+    """``--prompt history``: ROLL's turn samples through StepChatEnvManager with every earlier turn, and a
+    ``sequence_length`` that holds the longest conversation of the warm-up player's games (the default,
+    ``observation``, is section 15's StepConcatEnvManager on the current observation: the test above)."""
+    import yaml
+
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
+
+    launcher = learning_module("roll_agentic")
+    task = common.TASKS["guess_range"]
+    run = launcher.RollRunConfig(task="guess_range", steps=40, episodes_per_step=128, prompt="history")
+    cfg = yaml.safe_load(launcher.write_config(run, tmp_path / "policy", tmp_path).read_text())
+    env = cfg["custom_envs"]["GemCoreGame"]
+    assert env["env_manager_cls"] == "benchmarks.learning.roll_env_managers.StepChatEnvManager"
+    assert (
+        env["history_length"] == cfg["max_actions_per_traj"] == 10
+        and env["agent_template"] == "{observation}"
+    )
+    assert env["agent_system_template"] is None and cfg["skip_mock_system_prompt"] is True
+    assert (
+        cfg["sequence_length"] == launcher.history_sample_tokens(task, 10) > launcher.turn_sample_tokens(task)
+    )
+    renderer = ChatRenderer(common.shared_tokenizer(common.PolicySpec("guess")))
+    longest = 0
+    for _, moves in common.scripted_games(task, 30, seed=0):
+        messages = []
+        for observation, action, _ in moves:
+            messages.append({"role": "user", "content": observation})
+            prompt = renderer.tokenizer(renderer.render(messages, True), add_special_tokens=False)[
+                "input_ids"
+            ]
+            longest = max(longest, len(prompt) + task.max_turn_tokens)
+            messages.append({"role": "assistant", "content": action})
+    assert max(len(moves) for _, moves in common.scripted_games(task, 30, seed=0)) >= 5
+    assert longest <= cfg["sequence_length"], longest
+    del sys.modules["benchmarks.learning.roll_agentic"]
+
+
 def test_roll_config_and_rows(tmp_path):
     """``roll_agentic``'s ROLL config (the run's batch, groups, turn budget, ReBN as step_reinforce) and a
     row from ROLL's ``metrics_tag`` log line (as in benchmarks/results/roll_cpu's log)."""
@@ -523,6 +574,9 @@ def test_roll_config_and_rows(tmp_path):
     env = cfg["custom_envs"]["GemCoreGame"]
     assert env["env_type"] == "gem_core/game:GuessTheNumber-v1-learn-range"
     assert env["env_manager_cls"] == "benchmarks.learning.roll_env_managers.StepConcatEnvManager"
+    assert (
+        env["history_length"] == 1 and env["agent_template"] == "{current_observation}"
+    )  # section 15's runs
     assert cfg["actor_train"]["training_args"]["learning_rate"] == run.learning_rate
     assert (
         cfg["batch_adjust_mode"] == "random_sample"

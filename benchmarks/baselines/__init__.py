@@ -5,6 +5,7 @@
     python -m benchmarks.baselines report envs       # table.csv, README table, grid PNG from the results
     python -m benchmarks.baselines smoke             # every row for 2 steps, 1 seed: seconds per step
     python -m benchmarks.baselines plan              # planned steps and predicted machine-hours
+    python -m benchmarks.baselines run mixture --workers 2   # one policy on 4 envs at once (results/.../mixture/)
     python -m benchmarks.baselines.untrained         # the untrained table: random, solver, SmolLM2 zero-shot
 
 ``rows.py`` defines the rows (env, policy, warm-up, estimators, seeds, steps), ``train_run.py`` one run

@@ -6,6 +6,7 @@ Layout under ``benchmarks/results/baselines_trained/`` (``RESULTS``)::
     runs/<row>/<framework>-<estimator>-seed<k>.json   its summary: before / after, timings, settings
     runs/<row>/<framework>-<estimator>-seed<k>.log    its console output
     curves/<row>--<framework>-<estimator>.csv         the row's curve: mean, min, max over seeds per step
+    runs/<row>/<framework>-<estimator>-seed<k>--<part>.csv   a mixture run: its env <part>'s share of each step
     table.csv                                         one line per env x framework x estimator (x policy)
     grid.png                                          every row's success curve, mean and min-max over seeds
 
@@ -13,6 +14,12 @@ Another framework's runner adds its rows by writing the same ``.csv``/``.json`` 
 to its name; the JSON needs ``env_id``, ``framework``, ``estimator``, ``policy``, ``seed``, ``steps``,
 ``before``/``after`` with ``success_rate`` and ``return``, and ``wall_s``): ``report`` reads every
 summary under ``runs/`` whatever wrote it.
+
+A mixture run (one policy on several envs, ``rows.mixture``) counts as one run of each of its envs:
+``read_summaries`` turns its summary into one per env (that env's ``before``/``after`` from ``per_env``,
+its curve ``part_stem``, ``wall_s`` split evenly over the envs, ``mixture`` set to the mixture's row
+name), so ``table.csv`` has one line per env of the mixture, its ``mixture`` column naming the mixture
+(empty on a single-env line).
 
 Intervals: the 95% percentile bootstrap of the mean over seeds (``benchmarks.bootstrap``, as every
 benchmark of the project), from two seeds on.
@@ -53,7 +60,7 @@ from benchmarks.bootstrap import bootstrap
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "baselines_trained"
 # A table whose rows share names with another table's keeps its runs in a folder of its own
 # (``plateau``: the same env x policy rows at other budgets; a finished ``envs`` run is not one of its runs).
-TABLE_FOLDERS = {"plateau": "plateau"}
+TABLE_FOLDERS = {"plateau": "plateau", "mixture": "mixture", "mixture-check": "mixture-check"}
 
 
 def results_dir(table: str) -> Path:
@@ -63,7 +70,7 @@ def results_dir(table: str) -> Path:
 
 TABLE_COLUMNS = [
     "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
-    "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict",
+    "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict", "mixture",
 ]  # fmt: skip
 PLATEAU_MIN_STEPS = 6
 PLATEAU_MIN_TOLERANCE = 0.02
@@ -73,6 +80,11 @@ CURVE_KEYS = ("success_rate", "return")
 def run_stem(results: Path, row_name: str, framework: str, estimator: str, seed: int) -> Path:
     """The run's files without their suffix (``.csv``, ``.json``, ``.log``)."""
     return results / "runs" / row_name / f"{framework}-{estimator}-seed{seed}"
+
+
+def part_stem(stem: Path, part_name: str) -> Path:
+    """A mixture run's files of one env (the part row ``part_name``): its curve ``<stem>--<part>.csv``."""
+    return stem.with_name(f"{stem.name}--{part_name}")
 
 
 def curve_path(results: Path, row_name: str, framework: str, estimator: str) -> Path:
@@ -98,8 +110,28 @@ def read_summaries(results: Path = RESULTS) -> list[dict[str, Any]]:
     for path in sorted((results / "runs").glob("*/*.json")):
         summary = json.loads(path.read_text())
         summary["_row"], summary["_stem"] = path.parent.name, path.with_suffix("")
-        summaries.append(summary)
+        summaries += per_env_summaries(summary)
     return summaries
+
+
+def per_env_summaries(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """A run's summary as the table reads it: as it is, or for a mixture run one per env (the module's
+    docstring)."""
+    per_env = summary.get("per_env")
+    if not per_env:
+        return [summary]
+    return [
+        {
+            **{k: v for k, v in summary.items() if k != "per_env"},
+            "env_id": env_id,
+            "before": env["before"],
+            "after": env["after"],
+            "wall_s": summary["wall_s"] / len(per_env),
+            "mixture": summary["_row"],
+            "_stem": part_stem(Path(summary["_stem"]), env["row"]),
+        }
+        for env_id, env in per_env.items()
+    ]
 
 
 def group_key(summary: dict[str, Any]) -> tuple[str, str, str, str, str]:
@@ -205,6 +237,7 @@ def table_line(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "wall_s": sum(r["wall_s"] for r in runs),
         "plateau_step": found["step"],
         "verdict": verdict(change(runs)["verdict"], found, len(curve)),
+        "mixture": first.get("mixture", ""),
     }
 
 

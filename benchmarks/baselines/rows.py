@@ -12,6 +12,12 @@ A ``Row`` is one env trained by one policy; each of its ``estimators`` is one li
 * ``tiny-llava``: a randomly initialised ~3M-parameter LLaVA (``gem_adapters.policies.multimodal.tiny_llava``),
   the only vision-language model available offline, no warm-up.
 
+A *mixture* row (``mixture``; ``parts``: small-policy rows of other envs) trains one small policy on
+several envs at once: a mixed task list (``gem_adapters.trl.mixed_tasks_dataset``, equal shares in every
+step, each env on the task seeds its single-env run plays), warmed up on the union of the parts'
+scripted warm-ups (``benchmarks.learning.common.MixedPolicySpec``), evaluated on each env's held-out
+episodes; ``report`` puts one line per env beside the single-env lines of ``compare_table``.
+
 Steps and episodes per step are sized from the measured seconds per step (``smoke``) so that a row's
 seeds take minutes to a few tens of minutes on the 2-core machine; ``expectation`` says beforehand
 what the row should show and, for a row expected to fail, why.
@@ -51,6 +57,13 @@ class Row:
     warmup_episodes: int = 64  # smollm2: scripted episodes of the warm-up (one epoch, batch 8)
     expectation: str = ""
     verdict: str = ""  # set before the run: "learns" | "learns slowly" | "does not learn" (VERDICTS)
+    parts: tuple[Row, ...] = ()  # a mixture: the single-env rows whose envs it trains on at once
+    compare_table: str | None = None  # a mixture: the table whose lines of the parts it is compared with
+
+    @property
+    def env_ids(self) -> tuple[str, ...]:
+        """The envs the row trains on: its parts' for a mixture, else its own."""
+        return tuple(p.env_id for p in self.parts) if self.parts else (self.env_id,)
 
     @property
     def name(self) -> str:
@@ -63,6 +76,27 @@ class Row:
 
 def _small(env_id: str, category: str, task: str, **settings) -> Row:
     return Row(env_id, category, "small", small_task=task, **settings)
+
+
+# What every env of a mixture must share, being played by one policy under one trainer configuration.
+MIXTURE_SHARED = ("policy", "gamma", "max_turns", "max_turn_tokens", "max_context_tokens", "learning_rate")
+
+
+def mixture(env_id: str, category: str, parts: list[Row], **settings) -> Row:
+    """A row training one small policy on the ``parts``' envs at once (module docstring); the parts must
+    agree on ``MIXTURE_SHARED``, which the mixture takes from them, and its groups per step must split
+    evenly over the envs."""
+    if any(p.policy != "small" or p.parts for p in parts) or len({p.env_id for p in parts}) != len(parts):
+        raise ValueError("a mixture's parts are single-env small-policy rows of distinct envs")
+    for key in MIXTURE_SHARED:
+        if len({getattr(p, key) for p in parts}) != 1:
+            raise ValueError(f"a mixture's parts must share {key}: {[getattr(p, key) for p in parts]}")
+    row = Row(
+        env_id, category, parts=tuple(parts), **{k: getattr(parts[0], k) for k in MIXTURE_SHARED}, **settings
+    )
+    if (row.episodes_per_step // row.num_generations) % len(parts):
+        raise ValueError(f"{row.name}: the groups of a step must split evenly over its {len(parts)} envs")
+    return row
 
 
 def _smollm2(env_id: str, category: str, player: str | None, **settings) -> Row:
@@ -554,7 +588,71 @@ PLATEAU = [
         "is 0 and every ReBN advantage 0; 24 steps x 16 confirm it at 0.02 machine-hours",
     ),
 ]
-TABLES = {"envs": ENVS, "check": CHECK, "plateau": PLATEAU}
+
+# ---- the mixture row (issue 58, item 4) -----------------------------------------------------------------
+# One small policy on four plateau envs that learn and share every setting (max_turn_tokens 16, 1024-token
+# context, gamma 0.9, lr 5e-4, the shared tokenizer; warm-ups per env, hence their union), against those
+# envs' single-env ReBN lines of the plateau table at the same total number of episodes: 60 + 60 + 90 + 120
+# = 330 steps x 64 episodes. Equal shares: 2 of a step's 8 groups per env, so each env gets 5280 episodes
+# (FifteenPuzzle and TicTacToe 1.375x their single-env lines' 3840, Hangman 0.92x of 5760, GuessTheNumber
+# 0.69x of 7680). ReBN over the mixed batch beside ReBN within each env (``rebn_per_env``).
+_PLATEAU_BY_NAME = {r.name: r for r in PLATEAU}
+MIXTURE_PARTS = [
+    _PLATEAU_BY_NAME[name]
+    for name in (
+        "game_FifteenPuzzle-v1-easy--small",
+        "multiagent_TicTacToe-v0-random--small",
+        "game_Hangman-v1-easy--small",
+        "game_GuessTheNumber-v1-easy--small",
+    )
+]
+_MIXTURE = mixture(
+    "mixture:Fifteen+TicTacToe+Hangman+Guess",
+    "mixture (4 games)",
+    MIXTURE_PARTS,
+    estimators=("rebn", "rebn_per_env"),
+    steps=sum(p.steps for p in MIXTURE_PARTS),
+    episodes_per_step=64,
+    num_generations=8,
+    eval_episodes=64,
+    compare_table="plateau",
+    verdict="learns",
+    expectation="learns each env, less than its single-env line where it gets fewer episodes "
+    "(GuessTheNumber 0.69x, Hangman 0.92x), about as well where it gets more. ReBN over the mixed batch "
+    "centres every env on the batch's mean return (single-env returns: TicTacToe about -0.8, Hangman "
+    "0.04-0.08, GuessTheNumber 0.33-0.40, FifteenPuzzle 0.3-1.1), so all of TicTacToe's turns get "
+    "negative advantages and FifteenPuzzle's positive ones whatever their quality; rebn_per_env centres "
+    "each env on its own and should match or beat it on every env, most on TicTacToe and Hangman",
+)
+# One row per estimator (the same name and folder): ``run mixture --workers 2`` trains both at once; the
+# second waits for the first's warm-up build (one build, locked and cached).
+MIXTURE = [replace(_MIXTURE, estimators=(estimator,)) for estimator in _MIXTURE.estimators]
+# A mixture that runs in about a minute (the tests run it): two one-turn envs, one step per seed.
+MIXTURE_CHECK = [
+    mixture(
+        "mixture:PickSeven+sum",
+        "check",
+        [
+            _small("learn:PickSeven-v0", "check", "pick", small_warmup_steps=40),
+            _small("rg:sum-learn", "check", "sum", small_warmup_steps=40),
+        ],
+        estimators=("rebn", "rebn_per_env"),
+        seeds=(0,),
+        steps=1,
+        episodes_per_step=8,
+        num_generations=2,
+        eval_episodes=8,
+        lr_schedule="constant",
+        expectation="runs: one step of 8 one-turn episodes, 4 of each env",
+    )
+]
+TABLES = {
+    "envs": ENVS,
+    "check": CHECK,
+    "plateau": PLATEAU,
+    "mixture": MIXTURE,
+    "mixture-check": MIXTURE_CHECK,
+}
 
 
 def find_rows(table: str, patterns: list[str] | None = None) -> list[Row]:

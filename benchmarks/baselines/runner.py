@@ -5,6 +5,7 @@
     python -m benchmarks.baselines smoke [envs] [--rows ID ...] [--steps 2]
     python -m benchmarks.baselines plan [envs]
     python -m benchmarks.baselines run plateau --workers 2      # issue 58's campaign, in results/.../plateau/
+    python -m benchmarks.baselines run mixture --workers 2      # one policy on 4 plateau envs, in .../mixture/
 
 ``run`` trains every (row, estimator, seed) of the table whose summary JSON does not exist yet, one
 process per run with ``OMP_NUM_THREADS=1``; ``--workers`` rows at a time, a row's runs one after the
@@ -13,6 +14,10 @@ other. When every seed of a row and estimator is done, its files (runs, curve) a
 same command goes on from there, never re-running a finished run. A run that fails leaves no JSON
 (its log says why) and is tried again by the next ``run``. At the end ``report`` writes
 ``table.csv``, the README's table and ``grid.png`` and commits them.
+
+A mixture row (``rows.mixture``) runs the same way; its report has one line per env of the mixture
+(``mixture`` column: the mixture's name) beside that env's single-env lines of ``compare_table``
+(the row's ``rows`` there with the mixture's estimators, read from that table's results folder).
 
 ``smoke`` plays every row for ``--steps`` steps with seed 0 and its first estimator (the small
 policy's warm-up build is the row's own, cached for the campaign; SmolLM2 warms up on 16 episodes;
@@ -154,13 +159,19 @@ def train_row(row: Row, results_dir: Path, git: Git, table: str | None = None) -
             continue
         curve = results.curve_path(results_dir, row.name, FRAMEWORK, estimator)
         results.write_curve(results.combine_curves(results.seed_curves(stems)), curve)
+        curves = [curve]
+        for part in row.parts:  # a mixture: each env's share of the steps, over seeds
+            part_stems = [results.part_stem(stem, part.name) for stem in stems]
+            curves.append(results.curve_path(results_dir, f"{row.name}--{part.name}", FRAMEWORK, estimator))
+            results.write_curve(results.combine_curves(results.seed_curves(part_stems)), curves[-1])
         files = [
             p
             for stem in stems
-            for p in (stem.with_suffix(s) for s in (".csv", ".json", ".log"))
+            for base in (stem, *(results.part_stem(stem, part.name) for part in row.parts))
+            for p in (base.with_suffix(s) for s in (".csv", ".json", ".log"))
             if p.exists()
         ]
-        git.commit([*files, curve], f"baselines: {row.label(estimator)}, {len(stems)} seeds")
+        git.commit([*files, *curves], f"baselines: {row.label(estimator)}, {len(stems)} seeds")
 
 
 def run(table: str, patterns: list[str] | None, workers: int, git: Git, results_dir: Path) -> None:
@@ -179,8 +190,10 @@ def _pct(value: float) -> str:
 
 
 def table_markdown(table: str, keys: list[tuple], groups: dict[tuple, list[dict]]) -> str:
-    """The README's table: one line per env x framework x estimator x policy with its verdict."""
-    rows = {row.name: row for row in TABLES[table]}
+    """The README's table: one line per env x framework x estimator x policy with its verdict (a
+    mixture's lines: the env "in" the mixture, beside the env's single-env lines)."""
+    rows = {part.name: part for row in TABLES[table] for part in row.parts}
+    rows |= {row.name: row for row in TABLES[table]}
     lines = [
         "| env | category | policy | framework | estimator | seeds | steps x episodes | success before -> after [95% interval] | after - before, paired [95%] | return before -> after | plateau step | verdict: set before -> measured | machine-h | expectation (set before the run) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -190,8 +203,9 @@ def table_markdown(table: str, keys: list[tuple], groups: dict[tuple, list[dict]
         line = results.table_line(runs)
         delta = results.change(runs)
         row = rows.get(key[0])
+        env = f"{line['env_id']} in {row.env_id}" if row and row.parts else line["env_id"]
         lines.append(
-            f"| {line['env_id']} | {row.category if row else ''} | {line['policy']} | {line['framework']} | "
+            f"| {env} | {row.category if row else ''} | {line['policy']} | {line['framework']} | "
             f"{line['estimator']} | {line['seeds']} | {line['steps']} x {runs[0]['episodes_per_step']} | "
             f"{_pct(line['success_before'])} -> **{_pct(line['success_after'])}** "
             f"[{_pct(line['after_lo'])}, {_pct(line['after_hi'])}] | {delta['mean']:+.2f} "
@@ -213,12 +227,18 @@ def replace_section(path: Path, markers: tuple[str, str], text: str) -> None:
 def report(table: str, results_dir: Path | None = None) -> list[Path]:
     """``table.csv``, the README's table and ``grid.png`` from every finished run; returns the files."""
     results_dir = results_dir or results.results_dir(table)
-    groups = results.grouped(results.read_summaries(results_dir))
+    groups = results.grouped(results.read_summaries(results_dir) + compared_summaries(table))
+    mixtures = {row.name for row in TABLES[table] if row.parts}
+    envs = {env: i for i, env in enumerate(dict.fromkeys(e for row in TABLES[table] for e in row.env_ids))}
     order = {row.name: i for i, row in enumerate(TABLES[table])}
-    keys = sorted(
-        groups,
-        key=lambda k: (order.get(k[0], len(order)), k[0], k[2] != FRAMEWORK, k[2], k[3] != "rebn", k[3]),
-    )
+
+    def order_key(k: tuple) -> tuple:
+        estimator = (k[3] != "rebn", k[3])
+        if mixtures:  # by env, its single-env lines first, then the mixtures'
+            return (envs.get(k[1], len(envs)), k[1], k[0] in mixtures, k[0], *estimator)
+        return (order.get(k[0], len(order)), k[0], k[2] != FRAMEWORK, k[2], *estimator)
+
+    keys = sorted(groups, key=order_key)
     table_path = results_dir / "table.csv"
     results.write_table([results.table_line(groups[k]) for k in keys], table_path)
     panels: dict[str, dict[str, list[dict[str, float]]]] = {}
@@ -226,7 +246,8 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
         _, env_id, framework, estimator, policy = key
         curve = results.combine_curves(results.seed_curves([r["_stem"] for r in groups[key]]))
         if curve:
-            label = f"{framework} {estimator} ({len(groups[key])} seeds)"
+            mixture = "mixture " if key[0] in mixtures else ""
+            label = f"{mixture}{framework} {estimator} ({len(groups[key])} seeds)"
             panels.setdefault(f"{env_id} ({policy})", {})[label] = curve
     written = [table_path]
     if panels:
@@ -238,6 +259,22 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
         written.append(readme)
     print(f"{len(keys)} table rows -> {table_path}", flush=True)
     return written
+
+
+def compared_summaries(table: str) -> list[dict[str, Any]]:
+    """The single-env runs a mixture of ``table`` is compared with: each part's runs in its
+    ``compare_table``'s results folder, with the mixture's estimators (none without a ``compare_table``)."""
+    found = []
+    for row in TABLES[table]:
+        if not (row.parts and row.compare_table):
+            continue
+        parts = {part.name for part in row.parts}
+        found += [
+            s
+            for s in results.read_summaries(results.results_dir(row.compare_table))
+            if s["_row"] in parts and s["estimator"] in row.estimators and "mixture" not in s
+        ]
+    return found
 
 
 # ---- smoke and plan ------------------------------------------------------------------------------
@@ -341,6 +378,25 @@ def measured_from_runs(row: Row, results_dir: Path = results.RESULTS) -> dict[st
     }
 
 
+def measured_from_parts(row: Row, results_dir: Path = results.RESULTS) -> dict[str, Any] | None:
+    """A mixture's ``measured_from_runs`` from its parts' (None if a part has none): its steps cost the mean
+    of the parts' seconds per episode (each env holds an equal share of a step), its evaluation episodes
+    the mean of theirs, its warm-up build the sum of theirs (the union trains on all their batches)."""
+    parts = [measured_from_runs(part, results_dir) for part in row.parts]
+    if not parts or any(m is None for m in parts):
+        return None
+    return {
+        "seconds_per_step": row.episodes_per_step
+        * results.mean(m["seconds_per_step"] / m["ref_episodes_per_step"] for m in parts),
+        "warmup_s": sum(m["warmup_s"] for m in parts),
+        "overhead_s": results.mean(m["overhead_s"] for m in parts),
+        "eval_s_per_episode": results.mean(m["eval_s_per_episode"] for m in parts),
+        "ref_episodes_per_step": row.episodes_per_step,
+        "ref_warmup_episodes": row.warmup_episodes,
+        "source": f"the {len(parts)} parts' runs",
+    }
+
+
 def step_seconds(row: Row, measured: dict[str, Any]) -> tuple[float, bool]:
     """Predicted seconds per step of ``row``: the measured ones scaled by the episodes per step, halved
     for a SmolLM2 row whose measured steps were long (``LONG_STEP_S``); and whether it was halved."""
@@ -357,7 +413,7 @@ def predicted_hours(row: Row, measured: dict[str, Any]) -> tuple[float, float]:
     per_run = (
         float(measured["overhead_s"])
         + row.steps * step_seconds(row, measured)[0]
-        + 2 * row.eval_episodes * float(measured["eval_s_per_episode"])
+        + 2 * row.eval_episodes * len(row.env_ids) * float(measured["eval_s_per_episode"])
     )
     build = 0.0
     if row.policy == "smollm2":
@@ -382,7 +438,7 @@ def schedule(hours: list[float], workers: int) -> list[tuple[float, float]]:
 
 def plan_markdown(table: str, results_dir: Path | None = None, workers: int = 2) -> str:
     """Each row's planned work, its measured seconds per step (the table's ``smoke.csv``, else the
-    finished ``envs`` runs of the same row), predicted machine-hours, when it runs with ``workers`` rows
+    finished ``envs`` runs of the same row, or for a mixture of its parts: ``measured_from_parts``), predicted machine-hours, when it runs with ``workers`` rows
     at a time, and its expectation."""
     path = (results_dir or results.results_dir(table)) / "smoke.csv"
     smoked = {}
@@ -395,14 +451,19 @@ def plan_markdown(table: str, results_dir: Path | None = None, workers: int = 2)
         "verdict (set before) | expectation (set before the run) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    costs, cells = [], []
+    costs, cells, built = [], [], set()
     for row in TABLES[table]:
-        measured = smoked.get(row.name) or measured_from_runs(row)
+        measured = smoked.get(row.name) or (
+            measured_from_parts(row) if row.parts else measured_from_runs(row)
+        )
         if measured is None:
             costs.append(0.0)
             cells.append(" not measured | | | |")
             continue
         per_estimator, build = predicted_hours(row, measured)
+        if row.name in built:  # a row split by estimator: one warm-up build (cached) for all its rows
+            build = 0.0
+        built.add(row.name)
         hours = build + per_estimator * len(row.estimators)
         predicted, halved = step_seconds(row, measured)
         costs.append(hours)
@@ -441,7 +502,7 @@ def main(argv: list[str] | None = None) -> None:
             "--results",
             type=Path,
             help="results folder (default: benchmarks/results/baselines_trained, "
-            "its plateau/ for the plateau table)",
+            "its plateau/ and mixture/ for those tables)",
         )
         if name in ("run", "smoke"):
             sub.add_argument("--rows", nargs="+", help="env ids or row names (default: every row)")
@@ -470,7 +531,9 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks.baselines.train_run import train
 
         tables = [TABLES[args.table]] if args.table else TABLES.values()
-        row = next((r for rows in tables for r in rows if r.name == args.row), None)
+        named = [r for rows in tables for r in rows if r.name == args.row]
+        # a row split by estimator (the mixture's): the one that trains this estimator
+        row = next((r for r in named if args.estimator in r.estimators), named[0] if named else None)
         if row is None:
             raise SystemExit(f"no row named {args.row!r} in any table")
         summary = train(row, args.estimator, args.seed, args.out, steps=args.steps, smoke=args.smoke)

@@ -11,6 +11,12 @@
 
 The curve goes to ``<out>.csv`` as it is made and the summary (``before``, ``after``, timings,
 settings, machine) to ``<out>.json`` at the end: a run whose JSON exists is finished.
+
+A mixture row (``Row.parts``) trains on ``gem_adapters.trl.mixed_tasks_dataset`` in order (TRL's shuffle
+off: every step holds each env's equal share; env ``k`` plays the task seeds its single-env run plays),
+from the union of the parts' warm-ups, and is evaluated on each env's held-out episodes: the summary's
+``per_env`` holds each env's ``before``/``after`` (its ``before``/``after`` are their means), and each
+env's share of every step has its own curve, ``<out>--<part row name>.csv`` (``results.part_stem``).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import os
 import platform
 import tempfile
 import time
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,6 +35,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.baselines.players import PLAYERS, register_tool_envs
+from benchmarks.baselines.results import part_stem
 from benchmarks.baselines.rows import FRAMEWORK, Row
 from gem_adapters.episodes.episode_stats import episode_stats
 from gem_adapters.runtime.run_log import RunLog
@@ -71,15 +78,25 @@ def machine() -> dict[str, Any]:
     }
 
 
-def small_policy(row: Row) -> tuple[Path, float]:
-    """The folder of the row's warmed-up small policy and the seconds spent building it (0 if cached)."""
-    from benchmarks.learning.common import TASKS, PolicySpec, warmed_up_policy
+def small_spec(row: Row):
+    """The warm-up build of the row's small policy: its ``PolicySpec``, or for a mixture the union of its
+    parts' (``MixedPolicySpec``)."""
+    from benchmarks.learning.common import TASKS, MixedPolicySpec, PolicySpec
 
+    if row.parts:
+        return MixedPolicySpec(tuple(small_spec(part) for part in row.parts))
     if TASKS[row.small_task].env_id != row.env_id:
         raise ValueError(f"{row.name}: warm-up task {row.small_task!r} plays {TASKS[row.small_task].env_id}")
-    spec = PolicySpec(
+    return PolicySpec(
         row.small_task, warmup_steps=row.small_warmup_steps, warmup_batch=row.small_warmup_batch
     )
+
+
+def small_policy(row: Row) -> tuple[Path, float]:
+    """The folder of the row's warmed-up small policy and the seconds spent building it (0 if cached)."""
+    from benchmarks.learning.common import warmed_up_policy
+
+    spec = small_spec(row)
     started = time.perf_counter()
     built = not (spec.folder() / "config.json").exists()
     folder = warmed_up_policy(spec)
@@ -132,7 +149,11 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
             model.config.max_position_embeddings, row.max_context_tokens
         )
         spec = json.loads((folder / "spec.json").read_text())
-        info = {"warmup": f"scripted legal player {row.small_task!r}", "warmup_build_s": build_s}
+        players = [p.small_task for p in row.parts] if row.parts else [row.small_task]
+        info = {
+            "warmup": f"scripted legal player {' + '.join(map(repr, players))}",
+            "warmup_build_s": build_s,
+        }
         return model, tokenizer, ChatRenderer(tokenizer), info | {f"policy_{k}": v for k, v in spec.items()}
     if row.policy == "tiny-llava":
         from gem_adapters.policies.multimodal import tiny_llava
@@ -153,8 +174,24 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
     return model, tokenizer, renderer, info
 
 
-def evaluate(model, processing_class, renderer, row: Row, episodes: int) -> dict[str, float]:
-    """``episode_stats`` of ``episodes`` held-out episodes at temperature 1 (a fixed sampling seed)."""
+def evaluate(model, processing_class, renderer, row: Row, episodes: int) -> dict[str, Any]:
+    """``episode_stats`` of ``episodes`` held-out episodes at temperature 1 (a fixed sampling seed); for a
+    mixture, ``episodes`` of each env (``evaluate_env``) under ``per_env`` and their means (episodes and
+    seconds summed) beside it."""
+    if not row.parts:
+        return evaluate_env(model, processing_class, renderer, row, episodes)
+    per_env = {p.env_id: evaluate_env(model, processing_class, renderer, p, episodes) for p in row.parts}
+    runs = list(per_env.values())
+    return {
+        **{k: sum(r[k] for r in runs) / len(runs) for k in EVAL_KEYS},
+        "episodes": sum(r["episodes"] for r in runs),
+        "seconds": sum(r["seconds"] for r in runs),
+        "per_env": per_env,
+    }
+
+
+def evaluate_env(model, processing_class, renderer, row: Row, episodes: int) -> dict[str, float]:
+    """``episode_stats`` of ``episodes`` held-out episodes of the (single-env) row at temperature 1."""
     from gem_adapters.evaluation.held_out import play_held_out
     from gem_adapters.policies.base import SamplingParams
     from gem_adapters.runtime.rollout_limits import RolloutLimits
@@ -188,15 +225,21 @@ def grpo_trainer(
     renderer,
     bf16: bool | None = None,
 ):
-    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, tasks_dataset
+    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, mixed_tasks_dataset, tasks_dataset
 
     micro = row.micro_batch_size or row.episodes_per_step
     if row.episodes_per_step % micro or row.episodes_per_step % row.num_generations:
         raise ValueError(
             f"{row.name}: episodes_per_step must be a multiple of micro_batch_size and num_generations"
         )
+    groups_per_step = row.episodes_per_step // row.num_generations
+    if groups_per_step % len(row.env_ids):
+        raise ValueError(
+            f"{row.name}: {groups_per_step} groups a step do not split over {len(row.env_ids)} envs"
+        )
     config = GEMGRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="gem-baselines-"),  # nothing is saved there
+        shuffle_dataset=not row.parts,  # a mixture's dataset in order: each step holds equal shares
         advantage_estimator=estimator,
         gamma=row.gamma,
         max_turns=row.max_turns,
@@ -219,8 +262,12 @@ def grpo_trainer(
         disable_tqdm=True,
         seed=seed,
     )
-    num_tasks = steps * row.episodes_per_step // row.num_generations
-    dataset = tasks_dataset(row.env_id, num_tasks, first_seed=seed * TASK_SEEDS_PER_RUN)
+    num_tasks = steps * groups_per_step
+    if row.parts:
+        tasks_per_env = num_tasks // len(row.env_ids)
+        dataset = mixed_tasks_dataset(row.env_ids, tasks_per_env, first_seed=seed * TASK_SEEDS_PER_RUN)
+    else:
+        dataset = tasks_dataset(row.env_id, num_tasks, first_seed=seed * TASK_SEEDS_PER_RUN)
     return GEMGRPOTrainer(
         model=model, args=config, train_dataset=dataset, processing_class=processing_class, renderer=renderer
     )
@@ -243,30 +290,55 @@ def train(
     model, processing_class, renderer, warmup = load_policy(row, seed, smoke)
     eval_episodes = min(row.eval_episodes, SMOKE_EVAL_EPISODES) if smoke else row.eval_episodes
     before = evaluate(model, processing_class, renderer, row, eval_episodes)
-    trainer = grpo_trainer(row, estimator, seed, steps, model, processing_class, renderer)
+    # The small policy (hidden size 128) trains in fp32: its matrix products are too small for bf16 to pay
+    # (its learner pass ran at 0.82x fp32's speed in bf16, SmolLM2's at 2.27x: results/bf16_by_model_size.txt;
+    # its learning curve under bf16: results/learning/README.md section 16). SmolLM2: GEMGRPOConfig's
+    # default, bf16 where the CPU computes it natively.
+    bf16 = False if row.policy == "small" else None
+    trainer = grpo_trainer(row, estimator, seed, steps, model, processing_class, renderer, bf16=bf16)
     trainer.remove_callback(PrinterCallback)
     out.parent.mkdir(parents=True, exist_ok=True)
     log = RunLog(out.parent, CURVE_COLUMNS, filename=out.with_suffix(".csv").name, digits=8)
+    part_logs = {  # a mixture: each env's share of every step, a curve of its own
+        p.env_id: RunLog(
+            out.parent, CURVE_COLUMNS, filename=part_stem(out, p.name).with_suffix(".csv").name, digits=8
+        )
+        for p in row.parts
+    }
 
     def record(state, episodes, logs, step_seconds):
         """One curve line per RL step: the batch's episode statistics and TRL's loss numbers."""
+        common = {
+            "step": state.global_step,
+            "step_s": step_seconds,
+            **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
+            "lr": trainer.lr_scheduler.get_last_lr()[0],
+        }
         stats = episode_stats(episodes)
-        log.record(
-            {
-                "step": state.global_step,
-                "step_s": step_seconds,
-                **{k: stats[k] for k in CURVE_COLUMNS if k in stats},
-                **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
-                "lr": trainer.lr_scheduler.get_last_lr()[0],
-            }
-        )
+        log.record({**common, **{k: stats[k] for k in CURVE_COLUMNS if k in stats}})
+        for env_id, part_log in part_logs.items():
+            stats = episode_stats([e for e in episodes if e.env_id == env_id])
+            part_log.record({**common, **{k: stats[k] for k in CURVE_COLUMNS if k in stats}})
 
     train_started = time.perf_counter()
     trainer.add_callback(EpisodeBatchCallback(trainer, record))
-    with log:
+    with log, ExitStack() as logs:
+        for part_log in part_logs.values():
+            logs.enter_context(part_log)
         trainer.train()
     train_s = time.perf_counter() - train_started
     after = evaluate(trainer.model, processing_class, renderer, row, eval_episodes)
+    per_env = {}
+    if row.parts:
+        per_env = {
+            p.env_id: {
+                "row": p.name,
+                "before": before["per_env"][p.env_id],
+                "after": after["per_env"][p.env_id],
+            }
+            for p in row.parts
+        }
+        before, after = ({k: v for k, v in x.items() if k != "per_env"} for x in (before, after))
     summary = {
         "env_id": row.env_id,
         "framework": FRAMEWORK,
@@ -276,15 +348,18 @@ def train(
         "steps": len(log.rows),
         "episodes_per_step": row.episodes_per_step,
         "smoke": smoke,
+        "precision": "bf16 autocast" if trainer.args.bf16 else "fp32",
         "before": before,
         "after": after,
+        **({"per_env": per_env} if per_env else {}),
         "train_s": train_s,
         "seconds_per_step": train_s / max(len(log.rows), 1),
         "wall_s": time.perf_counter() - started,
         "loadavg_start": load_start,
         "loadavg_end": os.getloadavg(),
         **warmup,
-        "row": {k: v for k, v in asdict(row).items() if k != "expectation"},
+        "row": {k: v for k, v in asdict(row).items() if k not in ("expectation", "parts")}
+        | ({"parts": [p.name for p in row.parts]} if row.parts else {}),
         "machine": machine(),
     }
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1, default=str) + "\n")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -210,6 +211,61 @@ class PolicySpec:
         return cache_dir() / "learning" / f"{self.task}-seed{self.seed}-{digest}"
 
 
+@dataclass(frozen=True)
+class MixedPolicySpec:
+    """One small policy warmed up on several tasks at once (``benchmarks/baselines``' mixture rows): the
+    union of the ``parts``' warm-ups. Each part's own SFT draws (its ``warmup_steps`` batches of
+    ``warmup_batch`` sequences from its scripted episodes, drawn as its own build draws them) are pooled,
+    shuffled and cut into batches of ``warmup_batch``, so every part's sequences are seen as often as in
+    its single-task build, in one schedule of ``warmup_steps`` steps. The tokenizer is the shared one
+    (``shared_tokenizer``): ids mean the same in every part. The parts share seed, sizes and learning rate."""
+
+    parts: tuple[PolicySpec, ...]
+    warmup_batch: int = 16
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        if len(self.parts) < 2 or len({p.task for p in self.parts}) != len(self.parts):
+            raise ValueError(
+                f"a mixed warm-up needs two or more distinct tasks, got {[p.task for p in self.parts]}"
+            )
+        shared = ("seed", "vocab_size", "hidden_size", "num_layers", "warmup_lr", "version")
+        if len({tuple(getattr(p, k) for k in shared) for p in self.parts}) != 1:
+            raise ValueError(f"the parts of a mixed warm-up must share {', '.join(shared)}")
+
+    @property
+    def seed(self) -> int:
+        return self.parts[0].seed
+
+    @property
+    def vocab_size(self) -> int:
+        return self.parts[0].vocab_size
+
+    @property
+    def hidden_size(self) -> int:
+        return self.parts[0].hidden_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.parts[0].num_layers
+
+    @property
+    def warmup_lr(self) -> float:
+        return self.parts[0].warmup_lr
+
+    @property
+    def task(self) -> str:
+        return "+".join(p.task for p in self.parts)
+
+    @property
+    def warmup_steps(self) -> int:
+        return math.ceil(sum(p.warmup_steps * p.warmup_batch for p in self.parts) / self.warmup_batch)
+
+    def folder(self) -> Path:
+        digest = hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        return cache_dir() / "learning" / f"mix{len(self.parts)}-seed{self.seed}-{digest}"
+
+
 def scripted_games(task: LearningTask, num: int, seed: int) -> Iterator[tuple[int, list[warmup.Move]]]:
     """``num`` games of the task's warm-up player (``gem_adapters.algorithms.warmup.scripted_games``): game ``i`` on
     env seed ``seed * 1_000_003 + i``, the player's random numbers from ``random.Random(seed)``."""
@@ -260,7 +316,7 @@ def train_tokenizer(texts: list[str], vocab_size: int):
     return tokenizer
 
 
-def warmed_up_policy(spec: PolicySpec) -> Path:
+def warmed_up_policy(spec: PolicySpec | MixedPolicySpec) -> Path:
     """The folder of the SFT-warmed policy (model + tokenizer) for ``spec``; built on first use, on one thread
     (~15 minutes for the experiments' 400 steps). Runs started together build it once: the others wait
     for it (a lock beside the folder)."""
@@ -275,18 +331,23 @@ def warmed_up_policy(spec: PolicySpec) -> Path:
     return folder
 
 
-def _build_warmed_up_policy(spec: PolicySpec, folder: Path) -> None:
+def _build_warmed_up_policy(spec: PolicySpec | MixedPolicySpec, folder: Path) -> None:
     import torch
 
-    task = TASKS[spec.task]
     tokenizer = shared_tokenizer(spec)
-    episodes = scripted_episodes(task, ChatRenderer(tokenizer), spec.warmup_episodes, seed=spec.seed)
-    sequences = [e.to_sequence() for e in episodes]
+    batches = None
+    if isinstance(spec, MixedPolicySpec):
+        sequences, batches = [], mixed_warmup_batches(spec, tokenizer)
+    else:
+        episodes = scripted_episodes(
+            TASKS[spec.task], ChatRenderer(tokenizer), spec.warmup_episodes, seed=spec.seed
+        )
+        sequences = [e.to_sequence() for e in episodes]
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # sums round differently on 2 threads, and the folder is named by the spec alone
     try:
-        model, loss = supervised_warmup(tokenizer, sequences, spec)
+        model, loss = supervised_warmup(tokenizer, sequences, spec, batches=batches)
     finally:
         torch.set_num_threads(threads)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -294,12 +355,31 @@ def _build_warmed_up_policy(spec: PolicySpec, folder: Path) -> None:
     partial = folder.with_name(folder.name + ".partial")
     model.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
-    (partial / "spec.json").write_text(json.dumps({**asdict(spec), "final_sft_loss": loss}, indent=1))
+    info = {**asdict(spec), "task": spec.task, "warmup_steps": spec.warmup_steps, "final_sft_loss": loss}
+    (partial / "spec.json").write_text(json.dumps(info, indent=1))
     partial.rename(folder)
 
 
-def supervised_warmup(tokenizer, sequences: list, spec: PolicySpec):
-    """A fresh policy trained on ``sequences`` by ``spec``'s SFT schedule; returns it and its last loss."""
+def mixed_warmup_batches(spec: MixedPolicySpec, tokenizer) -> list[list]:
+    """The SFT batches of a mixed warm-up (``MixedPolicySpec``): each part's draws as its own build
+    makes them, pooled, shuffled (``random.Random(spec.seed)``) and cut into ``spec.warmup_batch``."""
+    renderer = ChatRenderer(tokenizer)
+    pool = []
+    for part in spec.parts:
+        episodes = scripted_episodes(TASKS[part.task], renderer, part.warmup_episodes, seed=part.seed)
+        sequences = [e.to_sequence() for e in episodes]
+        rng = random.Random(part.seed)  # as supervised_warmup draws the part's own batches
+        pool += [s for _ in range(part.warmup_steps) for s in rng.sample(sequences, part.warmup_batch)]
+    random.Random(spec.seed).shuffle(pool)
+    return [pool[i : i + spec.warmup_batch] for i in range(0, len(pool), spec.warmup_batch)]
+
+
+def supervised_warmup(
+    tokenizer, sequences: list, spec: PolicySpec | MixedPolicySpec, batches: list | None = None
+):
+    """A fresh policy trained on ``sequences`` by ``spec``'s SFT schedule (``warmup_steps`` batches of
+    ``warmup_batch`` drawn at random), or on the given ``batches`` in order (one step each); returns it
+    and its last loss."""
     import torch
     from transformers import LlamaForCausalLM
 
@@ -308,11 +388,12 @@ def supervised_warmup(tokenizer, sequences: list, spec: PolicySpec):
     config.max_position_embeddings = 1024
     model = LlamaForCausalLM(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warmup_lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, spec.warmup_lr, total_steps=spec.warmup_steps)
+    steps = len(batches) if batches is not None else spec.warmup_steps
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, spec.warmup_lr, total_steps=steps)
     rng = random.Random(spec.seed)
     model.train()
-    for _ in range(spec.warmup_steps):
-        batch = rng.sample(sequences, spec.warmup_batch)
+    for step in range(steps):
+        batch = batches[step] if batches is not None else rng.sample(sequences, spec.warmup_batch)
         width = max(len(s.token_ids) for s in batch)
         ids = torch.full((len(batch), width), tokenizer.pad_token_id)
         labels = torch.full((len(batch), width), -100)

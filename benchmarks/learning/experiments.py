@@ -31,7 +31,8 @@ arms, their difference paired by seed (``print_paired``).
    arms and the critic ran ``--steps 40`` (results README, 7a and 7c); ``adapters_main_ppo``: 3 with
    verl's ``main_ppo`` as a third arm (``verl_main_ppo.py``); ``frameworks``: TRL and ``main_ppo`` beside
    OpenRLHF's ``train_ppo_ray`` (``openrlhf_train_ppo_ray.py``) and ROLL's agentic pipeline
-   (``roll_agentic.py``, 40 steps), each of those two run by ``PYTHON``'s interpreter (its own environment);
+   (``roll_agentic.py``, 40 steps; prompting with the current observation, and with ``prompt=history``
+   with the conversation so far), each of those two run by ``PYTHON``'s interpreter (its own environment);
    ``frameworks_60``: the arms of ``frameworks`` that ran 60 steps, compared over all 60 (plots only);
    ``frameworks_fifteen``, ``frameworks_tictactoe``: the same four trainers on envs of other shapes
    (FifteenPuzzle, TicTacToe against a random opponent), 16 steps of 64 episodes.
@@ -160,8 +161,18 @@ EXPERIMENTS = {
     # ROLL's agentic pipeline (each in its own environment: PYTHON)
     "frameworks": [
         *SIXTY_STEP_FRAMEWORKS,
-        # a ROLL step here costs ~3x an OpenRLHF one (~55 s against ~20 s): 40 steps, compared at step 40
+        # a ROLL step here costs ~3x an OpenRLHF one (~55 s against ~20 s): 40 steps, compared at step 40;
+        # prompting with the current observation alone (section 15's runs), and with the conversation so
+        # far as the other arms do (issue 58, item 5)
         arm("guess_range", "rebn", trainer="roll_agentic.py", steps=40, episodes_per_step="128"),
+        arm(
+            "guess_range",
+            "rebn",
+            trainer="roll_agentic.py",
+            steps=40,
+            episodes_per_step="128",
+            prompt="history",
+        ),
     ],
     # frameworks' arms that ran 60 steps, compared over all 60 (``plot frameworks`` stops at ROLL's 40)
     "frameworks_60": SIXTY_STEP_FRAMEWORKS,

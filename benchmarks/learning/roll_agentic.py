@@ -1,6 +1,6 @@
 """The learning experiment through ROLL's own agentic pipeline (``AgenticPipeline``) on CPU.
 
-    ROLL_SRC=/path/to/ROLL .venv-roll/bin/python -m benchmarks.learning.roll_agentic --task guess_range --estimator rebn --seed 0 --steps 60 --episodes_per_step 128 --out benchmarks/results/learning/adapters/roll_agentic-rebn-episodes_per_step128-seed0.csv
+    ROLL_SRC=/path/to/ROLL .venv-roll/bin/python -m benchmarks.learning.roll_agentic --task guess_range --estimator rebn --seed 0 --steps 40 --episodes_per_step 128 --prompt history --out benchmarks/results/learning/adapters/roll_agentic-rebn-episodes_per_step128-prompthistory-steps40-seed0.csv
 
 (in ROLL's environment, ``scripts/roll_cpu_attempt.sh`` says how to make it; ROLL, a checkout of
 github.com/alibaba/ROLL that is never committed here, at ``ROLL_SRC``.) Launched as a user runs ROLL on a
@@ -16,9 +16,12 @@ cosine, no weight decay, clip 1.0, token-mean PPO-clip loss, no KL term. What RO
 * advantages: ReBN is ROLL's ``step_reinforce`` (per-turn discounted returns with ``step_reward_gamma``,
   normalised over the batch, ``reward_normalization: batch mean_std``), the estimator ROLL runs for GEM;
   ``--estimator`` must be ``rebn``;
-* samples: ROLL's step-wise env manager (``StepConcatEnvManager``) makes one sample per turn whose prompt
-  is the current observation alone (the range hints of ``guess_range`` make it a Markov state), where the
-  other arms train on the whole conversation;
+* samples: one sample per turn. ``--prompt observation`` (section 15's runs): ROLL's
+  ``StepConcatEnvManager`` prompting with the current observation alone (the range hints of
+  ``guess_range`` make it a Markov state), where the other arms prompt with the whole conversation;
+  ``--prompt history``: ``gem_adapters.roll.env_managers.StepChatEnvManager`` (ROLL's ``StepEnvManager``)
+  prompting with the episode so far as a chat, earlier observations and replies, as the other arms do
+  (``sequence_length`` grows to ``history_sample_tokens``);
 * updates: ROLL trains on mini-batches of a fixed number of samples, so one optimizer step per rollout batch,
   as in the other arms, is a random ``train_samples`` of the step's turn samples (``batch_adjust_mode:
   random_sample``; with 128 episodes of 4-6 turns, 512 is 65-80% of them; under 512 samples, i.e. fewer than
@@ -44,12 +47,13 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
 from benchmarks.learning.common import LEARNING_ENVS, TASKS, LearningTask, PolicySpec, warmed_up_policy
 from benchmarks.learning.launch import run_trainer
-from benchmarks.learning.train import RunConfig, parse_run
+from benchmarks.learning.train import MAX_CONTEXT_TOKENS, RunConfig, parse_run
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_CONFIG = REPO / "benchmarks" / "roll_cpu" / "agentic_gem_cpu.yaml"
@@ -68,6 +72,18 @@ def turn_sample_tokens(task: LearningTask) -> int:
     return max(TURN_SAMPLE_TOKENS, task.observation_tokens + task.max_turn_tokens)
 
 
+HISTORY_TOKENS_PER_TURN = 40  # a later GuessTheNumber hint and its chat markup
+
+
+def history_sample_tokens(task: LearningTask, max_turns: int) -> int:
+    """ROLL's ``sequence_length`` for ``--prompt history``: the first observation, then per turn an action
+    and ``HISTORY_TOKENS_PER_TURN`` for a later observation and its chat markup, at most the other arms'
+    ``MAX_CONTEXT_TOKENS``. Sized on GuessTheNumber's one-line hints (guess_range: 640; 10 random guesses
+    render to 563 ids); a game that prints a board each turn needs more, or ROLL ends its episodes early."""
+    tokens = task.observation_tokens + max_turns * (task.max_turn_tokens + HISTORY_TOKENS_PER_TURN)
+    return max(turn_sample_tokens(task), min(MAX_CONTEXT_TOKENS, tokens))
+
+
 MICRO_BATCH = 64  # samples a forward and backward (gradient accumulation up to train_samples)
 
 
@@ -77,6 +93,13 @@ class RollRunConfig(RunConfig):
         default=512, metadata={"help": "Turn samples of a step's one optimizer step (ROLL's mini-batch)."}
     )
     env_workers: int = field(default=2, metadata={"help": "ROLL env worker processes (Ray actors)."})
+    prompt: Literal["observation", "history"] = field(
+        default="observation",
+        metadata={
+            "help": "A turn sample's prompt: the current observation alone (StepConcatEnvManager, section 15's "
+            "runs) or the episode so far as a chat, as the other arms see it (StepChatEnvManager)."
+        },
+    )
 
 
 def check_run(run: RollRunConfig) -> None:
@@ -107,7 +130,9 @@ def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
         save_steps=10**9,
         eval_steps=0,
         rollout_batch_size=run.episodes_per_step,
-        sequence_length=turn_sample_tokens(task),
+        sequence_length=(
+            history_sample_tokens(task, max_turns) if run.prompt == "history" else turn_sample_tokens(task)
+        ),
         step_reward_gamma=run.gamma,
         max_tokens_per_step=task.max_turn_tokens,
         max_actions_per_traj=max_turns,
@@ -135,13 +160,21 @@ def write_config(run: RollRunConfig, folder: Path, workdir: Path) -> Path:
         num_groups_partition=[groups],
     )
     env = cfg["custom_envs"][TAG]
-    env.update(
-        env_manager_cls="benchmarks.learning.roll_env_managers.StepConcatEnvManager",
-        env_type="gem_core/" + task.env_id,
-        history_length=1,  # the current observation only
-        agent_system_template=None,  # the other arms have no system prompt
-        agent_template="{current_observation}",
-    )
+    # no system prompt, as in the other arms
+    env.update(env_type="gem_core/" + task.env_id, agent_system_template=None)
+    if run.prompt == "history":
+        # the episode so far as a chat: every earlier turn (history_length counts the current one)
+        env.update(
+            env_manager_cls="benchmarks.learning.roll_env_managers.StepChatEnvManager",
+            history_length=max_turns,
+            agent_template="{observation}",
+        )
+    else:  # the current observation only
+        env.update(
+            env_manager_cls="benchmarks.learning.roll_env_managers.StepConcatEnvManager",
+            history_length=1,
+            agent_template="{current_observation}",
+        )
     path = workdir / "roll_learning.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path

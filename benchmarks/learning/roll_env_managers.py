@@ -4,9 +4,14 @@ in each worker before any env is built (``gem_adapters.roll.env_managers`` does 
 own ids). Needs ROLL on the path."""
 
 from benchmarks.learning import common
-from gem_adapters.roll.env_managers import StepConcatEnvManager, StepEnvManager, TrajEnvManager
+from gem_adapters.roll.env_managers import (
+    StepChatEnvManager,
+    StepConcatEnvManager,
+    StepEnvManager,
+    TrajEnvManager,
+)
 from gem_adapters.roll.registration import register_gem_core_envs
 
 register_gem_core_envs(common.LEARNING_ENVS)
 
-__all__ = ["StepConcatEnvManager", "StepEnvManager", "TrajEnvManager"]
+__all__ = ["StepChatEnvManager", "StepConcatEnvManager", "StepEnvManager", "TrajEnvManager"]

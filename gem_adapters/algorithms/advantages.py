@@ -10,6 +10,9 @@ The layout is flat, one entry per turn, so that any trainer's batch maps onto it
   ``values[i]``       a critic's value of the state before turn ``i`` (GAE only)
   ``state_keys[i]``   the env's state key before turn ``i`` (``gem_core.Env.state_key()``: any
                       hashable, equal exactly when the states are the same; None: no anchor), GiGPO only
+  ``strata[i]``       the stratum of that episode: where its task came from in a batch that mixes
+                      several sources, e.g. its env id (``rebn_per_env`` only); every turn of an
+                      episode must carry the same stratum
 
 Per-turn rewards, the contract for every estimator and every env (ours or not): one entry per
 assistant turn, ``float`` or ``None``. ``None`` means the env gave that turn no reward signal and
@@ -25,6 +28,12 @@ episode's return, the estimators give, per turn:
   reinforce   ``G_t``
   rebn        ``(G_t - mean) / (std + eps)``, mean and population std over every turn of the
               (global) batch: return batch normalisation, GEM's default
+  rebn_per_env
+              ReBN within each stratum (env) of a mixed batch: ``(G_t - mean_s) / (std_s + eps)``,
+              mean and population std over the turns of the batch whose episodes share the
+              stratum ``s`` (``strata``: each episode's env id), so an env whose returns are on a
+              larger scale neither sets the others' baseline nor drowns their gradient; the same
+              numbers as ``rebn``, bit for bit, when the batch holds one stratum
   rebn_per_episode
               ReBN in which every episode weighs the same, whatever its number of turns ``T``:
               the turn weights ``1/T`` enter the mean and std, and each turn's advantage is
@@ -100,24 +109,27 @@ class Estimator:
     array`` and what it needs besides rewards. Adapters check a name against what their trainer can
     feed with ``require_estimator`` (and list the usable ones with ``estimator_names``):
     ``needs_values`` (a critic's per-turn values), ``needs_groups`` (group ids of
-    episodes that share an initial state), ``needs_state_keys`` (each turn's env state key)."""
+    episodes that share an initial state), ``needs_state_keys`` (each turn's env state key),
+    ``needs_strata`` (each episode's stratum in a mixed batch: the env id its task came from)."""
 
     name: str
     fn: EstimatorFn
     needs_values: bool = False
     needs_groups: bool = False
     needs_state_keys: bool = False
+    needs_strata: bool = False
 
     def __call__(self, batch: TurnBatch, **kwargs: Any) -> np.ndarray:
         return self.fn(batch, **kwargs)
 
-    def missing(self, *, values: bool, groups: bool, state_keys: bool) -> list[str]:
-        """What this estimator needs that a trainer supplying (``True``) or not values, group ids and
-        state keys lacks (empty: the trainer can feed it)."""
+    def missing(self, *, values: bool, groups: bool, state_keys: bool, strata: bool = False) -> list[str]:
+        """What this estimator needs that a trainer supplying (``True``) or not values, group ids,
+        state keys and strata lacks (empty: the trainer can feed it)."""
         needs = [
             (self.needs_values and not values, "a critic's per-turn values"),
             (self.needs_groups and not groups, "group ids"),
             (self.needs_state_keys and not state_keys, "per-turn env state keys"),
+            (self.needs_strata and not strata, "each episode's stratum (the env id of its task)"),
         ]
         return [what for lacking, what in needs if lacking]
 
@@ -127,7 +139,12 @@ _LISTENERS: list[Callable[[Estimator], None]] = []
 
 
 def register_estimator(
-    name: str, *, needs_values: bool = False, needs_groups: bool = False, needs_state_keys: bool = False
+    name: str,
+    *,
+    needs_values: bool = False,
+    needs_groups: bool = False,
+    needs_state_keys: bool = False,
+    needs_strata: bool = False,
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Register ``fn`` under ``name`` (a decorator). Every adapter sees it at once, in this process;
     for every process of a trainer (verl's and OpenRLHF's Ray workers), register it in a module named
@@ -137,7 +154,12 @@ def register_estimator(
         if name in ESTIMATORS:
             raise ValueError(f"estimator {name!r} is already registered")
         estimator = Estimator(
-            name, fn, needs_values=needs_values, needs_groups=needs_groups, needs_state_keys=needs_state_keys
+            name,
+            fn,
+            needs_values=needs_values,
+            needs_groups=needs_groups,
+            needs_state_keys=needs_state_keys,
+            needs_strata=needs_strata,
         )
         ESTIMATORS[name] = estimator
         for listener in list(_LISTENERS):
@@ -156,14 +178,16 @@ def on_register(listener: Callable[[Estimator], None]) -> None:
         listener(estimator)
 
 
-def estimator_names(*, values: bool = False, groups: bool = True, state_keys: bool = False) -> list[str]:
+def estimator_names(
+    *, values: bool = False, groups: bool = True, state_keys: bool = False, strata: bool = False
+) -> list[str]:
     """The registered names usable by a trainer that can (``True``) or cannot supply per-turn values,
-    group ids and per-turn state keys."""
+    group ids, per-turn state keys and each episode's stratum."""
     _load_plugins()
     return sorted(
         e.name
         for e in ESTIMATORS.values()
-        if not e.missing(values=values, groups=groups, state_keys=state_keys)
+        if not e.missing(values=values, groups=groups, state_keys=state_keys, strata=strata)
     )
 
 
@@ -173,17 +197,18 @@ def require_estimator(
     values: bool = False,
     groups: bool = True,
     state_keys: bool = False,
+    strata: bool = False,
     trainer: str = "this trainer",
 ) -> Estimator:
     """The estimator registered as ``name``, if a trainer that can (``True``) or cannot supply per-turn
-    values, group ids and per-turn state keys can feed it: how every adapter checks a configured name,
-    when the run is configured. Otherwise a ``ValueError`` naming ``trainer``, what it lacks, and the
-    names it could use instead."""
-    usable = estimator_names(values=values, groups=groups, state_keys=state_keys)
+    values, group ids, per-turn state keys and each episode's stratum (the env id of its task) can
+    feed it: how every adapter checks a configured name, when the run is configured. Otherwise a
+    ``ValueError`` naming ``trainer``, what it lacks, and the names it could use instead."""
+    usable = estimator_names(values=values, groups=groups, state_keys=state_keys, strata=strata)
     if name not in ESTIMATORS:
         raise ValueError(f"unknown estimator {name!r} for {trainer}; choose one of {usable}")
     estimator = ESTIMATORS[name]
-    missing = estimator.missing(values=values, groups=groups, state_keys=state_keys)
+    missing = estimator.missing(values=values, groups=groups, state_keys=state_keys, strata=strata)
     if missing:
         raise ValueError(
             f"{trainer} cannot feed estimator {name!r}: it needs {' and '.join(missing)}; choose one of {usable}"
@@ -244,8 +269,9 @@ class TurnBatch:
     ``episode[i]`` is turn ``i``'s episode as an index ``0..E-1`` and ``position[i]`` its turn number
     within that episode; ``lengths[e]`` counts episode ``e``'s turns; ``group[e]`` is episode ``e``'s
     group as an index ``0..G-1`` (None without group ids); ``state[i]`` is turn ``i``'s state key as an
-    index ``0..S-1``, -1 for a turn without one (None without state keys). ``rewards`` has 0.0 for a
-    turn whose reward was None.
+    index ``0..S-1``, -1 for a turn without one (None without state keys); ``stratum[e]`` is episode
+    ``e``'s stratum as an index ``0..K-1`` (None without strata). ``rewards`` has 0.0 for a turn whose
+    reward was None.
     """
 
     rewards: np.ndarray
@@ -255,10 +281,17 @@ class TurnBatch:
     group: np.ndarray | None
     values: np.ndarray | None
     state: np.ndarray | None = None
+    stratum: np.ndarray | None = None
 
     @classmethod
     def from_arrays(
-        cls, rewards: Any, episode_ids: Any, group_ids: Any = None, values: Any = None, state_keys: Any = None
+        cls,
+        rewards: Any,
+        episode_ids: Any,
+        group_ids: Any = None,
+        values: Any = None,
+        state_keys: Any = None,
+        strata: Any = None,
     ) -> TurnBatch:
         r = turn_rewards_array(rewards)
         ep = as_numpy(episode_ids, dtype=None)
@@ -271,17 +304,11 @@ class TurnBatch:
         starts = np.cumsum(lengths) - lengths
         position = np.empty_like(episode)
         position[order] = np.arange(len(r)) - np.repeat(starts, lengths)
-        group = None
-        if group_ids is not None:
-            g = as_numpy(group_ids, dtype=None)
-            if g.shape != r.shape:
-                raise ValueError(f"group_ids {g.shape} must match rewards {r.shape}")
-            _, g_index = np.unique(g, return_inverse=True)
-            g_index = g_index.reshape(-1)
-            group = np.empty(len(lengths), dtype=np.int64)
-            group[episode] = g_index
-            if not np.array_equal(group[episode], g_index):
-                raise ValueError("every turn of an episode must carry the same group id")
+        group = (
+            None
+            if group_ids is None
+            else _per_episode("group_ids", "group id", group_ids, r.shape, episode, lengths)
+        )
         v = None
         if values is not None:
             v = as_numpy(values)
@@ -296,7 +323,10 @@ class TurnBatch:
                 state = _group_codes(keys, missing=-1)
             except TypeError as exc:
                 raise ValueError(f"a state key must be hashable plain data ({exc})") from None
-        return cls(r, episode, position, lengths, group, v, state)
+        stratum = None
+        if strata is not None:
+            stratum = _per_episode("strata", "stratum", _codes_array(strata), r.shape, episode, lengths)
+        return cls(r, episode, position, lengths, group, v, state, stratum)
 
     @property
     def num_episodes(self) -> int:
@@ -330,6 +360,14 @@ class TurnBatch:
             raise ValueError(f"the {name!r} estimator needs group_ids (episodes that share an initial state)")
         return self.group
 
+    def require_strata(self, name: str) -> np.ndarray:
+        if self.stratum is None:
+            raise ValueError(
+                f"the {name!r} estimator needs strata (each episode's source in a mixed batch, e.g. the env "
+                "id of its task); this trainer's advantage hook does not receive them"
+            )
+        return self.stratum
+
     def require_state(self, name: str) -> np.ndarray:
         if self.state is None:
             raise ValueError(
@@ -349,7 +387,12 @@ def reinforce(batch: TurnBatch, *, gamma: float, **_: Any) -> np.ndarray:
 def rebn(
     batch: TurnBatch, *, gamma: float, eps: float, reduce_fn: ReduceFn | None = None, **_: Any
 ) -> np.ndarray:
-    returns = batch.returns(gamma)
+    return _zscore(batch.returns(gamma), eps, reduce_fn)
+
+
+def _zscore(returns: np.ndarray, eps: float, reduce_fn: ReduceFn | None = None) -> np.ndarray:
+    """``(G - mean) / (std + eps)``, mean and population std over ``returns`` (every worker's with
+    ``reduce_fn``): ReBN's normalisation."""
     reduce = reduce_fn or (lambda x: x)
     total, count = reduce(np.array([returns.sum(), float(len(returns))]))
     if count <= 0:
@@ -358,6 +401,26 @@ def rebn(
     (squares,) = reduce(np.array([np.square(returns - mean).sum()]))
     std = np.sqrt(squares / count)
     return (returns - mean) / (std + eps)
+
+
+@register_estimator("rebn_per_env", needs_strata=True)
+def rebn_per_env(
+    batch: TurnBatch, *, gamma: float, eps: float, reduce_fn: ReduceFn | None = None, **_: Any
+) -> np.ndarray:
+    stratum = batch.require_strata("rebn_per_env")
+    if reduce_fn is not None:
+        raise ValueError(
+            "rebn_per_env normalises within each stratum of the whole batch: give it every worker's "
+            "episodes (gathered), not a reduce_fn"
+        )
+    returns = batch.returns(gamma)
+    per_turn = stratum[batch.episode]
+    out = np.empty_like(returns)
+    for s in np.unique(per_turn):
+        where = per_turn == s
+        # rebn's own arithmetic on the stratum's turns, in batch order: one stratum gives rebn's numbers
+        out[where] = _zscore(returns[where], eps)
+    return out
 
 
 @register_estimator("rebn_per_episode")
@@ -475,6 +538,7 @@ def compute_advantages_flat(
     group_ids: Any = None,
     values: Any = None,
     state_keys: Sequence[Any] | None = None,
+    strata: Any = None,
     gamma: float = 1.0,
     lam: float = 1.0,
     eps: float = 1e-6,
@@ -482,9 +546,10 @@ def compute_advantages_flat(
 ) -> Any:
     """Per-turn advantages for flat per-turn arrays (numpy or torch; the result has the rewards' kind;
     a list of rewards may hold None, a turn without a reward signal). ``state_keys``: one hashable or
-    None per turn (a list; integer keys may also come as a numpy array or tensor)."""
+    None per turn (a list; integer keys may also come as a numpy array or tensor). ``strata``: one
+    id per turn (its episode's stratum: an env id, a number)."""
     estimator = get_estimator(name)
-    batch = TurnBatch.from_arrays(rewards, episode_ids, group_ids, values, state_keys)
+    batch = TurnBatch.from_arrays(rewards, episode_ids, group_ids, values, state_keys, strata)
     if len(batch.rewards) == 0:
         return _like(np.zeros(0), rewards)
     reduce = None if reduce_fn is None else _numpy_reduce(reduce_fn, rewards)
@@ -514,17 +579,22 @@ def compute_advantages(
     group_ids: Sequence[Any] | None = None,
     values: Sequence[Sequence[float]] | None = None,
     state_keys: Sequence[Sequence[Any]] | None = None,
+    strata: Sequence[Any] | None = None,
     lam: float = 1.0,
     eps: float = 1e-6,
     reduce_fn: ReduceFn | None = None,
 ) -> list[np.ndarray]:
     """Per-turn advantages, one array per episode. ``episode_rewards``: each episode's turn rewards
-    (``turn_rewards``: a float, or None for a turn without a reward signal); ``group_ids`` has one
-    entry per episode; ``values`` and ``state_keys`` one per turn of each episode."""
+    (``turn_rewards``: a float, or None for a turn without a reward signal); ``group_ids`` and
+    ``strata`` (e.g. each episode's env id, for ``rebn_per_env``) have one entry per episode;
+    ``values`` and ``state_keys`` one per turn of each episode."""
     lengths = [len(r) for r in episode_rewards]
     flat = [x for r in episode_rewards for x in r]
     episode_ids = np.repeat(np.arange(len(lengths)), lengths)
     groups = None if group_ids is None else np.repeat(_group_codes(group_ids), lengths)
+    if strata is not None and len(strata) != len(lengths):
+        raise ValueError(f"strata must have one entry per episode: {len(strata)} for {len(lengths)} episodes")
+    flat_strata = None if strata is None else np.repeat(_group_codes(strata), lengths)
     flat_values = None
     if values is not None:
         _check_one_per_turn("values", values, lengths)
@@ -540,6 +610,7 @@ def compute_advantages(
         group_ids=groups,
         values=flat_values,
         state_keys=flat_keys,
+        strata=flat_strata,
         gamma=gamma,
         lam=lam,
         eps=eps,
@@ -550,10 +621,11 @@ def compute_advantages(
 
 def advantages_for_episodes(name: str, episodes: Sequence[Any], **kwargs: Any) -> list[np.ndarray]:
     """Per-turn advantages of ``gem_adapters.episodes.episode.Episode`` objects; GRPO groups default to
-    ``episode.group_id`` (episodes of the same env id and seed share a group), state keys to each
-    turn's ``state_key`` and rewards to each turn's ``reward`` (``turn_rewards=`` replaces them: one
-    list of floats or None per episode)."""
+    ``episode.group_id`` (episodes of the same env id and seed share a group), strata to
+    ``episode.env_id``, state keys to each turn's ``state_key`` and rewards to each turn's ``reward``
+    (``turn_rewards=`` replaces them: one list of floats or None per episode)."""
     kwargs.setdefault("group_ids", [ep.group_id for ep in episodes])
+    kwargs.setdefault("strata", [getattr(ep, "env_id", None) for ep in episodes])
     kwargs.setdefault("state_keys", [[getattr(t, "state_key", None) for t in ep.turns] for ep in episodes])
     rewards = kwargs.pop("turn_rewards", None)
     if rewards is None:
@@ -615,6 +687,7 @@ def token_advantages(
     group_ids: Sequence[Any] | None = None,
     state_keys: Sequence[Sequence[Any]] | None = None,
     values: Sequence[Sequence[float]] | None = None,
+    strata: Sequence[Any] | None = None,
     gamma: float = 1.0,
     lam: float = 1.0,
     eps: float = 1e-6,
@@ -623,8 +696,8 @@ def token_advantages(
     """The estimator ``name`` from episodes' per-turn rewards to token-level advantages: the one
     function every framework adapter calls (one token row per episode, ``width`` columns).
 
-    ``turn_rewards``, ``group_ids``, ``state_keys``, ``values``, ``gamma``, ``lam``, ``eps`` and
-    ``reduce_fn`` are ``compute_advantages``'s; ``turn_spans`` and ``loss_mask`` say where each turn's
+    ``turn_rewards``, ``group_ids``, ``state_keys``, ``values``, ``strata``, ``gamma``, ``lam``,
+    ``eps`` and ``reduce_fn`` are ``compute_advantages``'s; ``turn_spans`` and ``loss_mask`` say where each turn's
     tokens are (``turn_values_on_tokens``)."""
     per_turn = compute_advantages(
         name,
@@ -633,6 +706,7 @@ def token_advantages(
         group_ids=group_ids,
         values=values,
         state_keys=state_keys,
+        strata=strata,
         lam=lam,
         eps=eps,
         reduce_fn=reduce_fn,
@@ -748,6 +822,31 @@ def _numpy_reduce(reduce_fn: ReduceFn, reference: Any) -> Callable[[np.ndarray],
     import torch
 
     return lambda x: as_numpy(reduce_fn(torch.from_numpy(x.copy()).to(reference.device)))
+
+
+def _codes_array(ids: Any) -> np.ndarray:
+    """Per-turn ids as an array ``np.unique`` can sort: numbers as they are, anything else (strings,
+    tuples: env ids, group ids) as ``_group_codes``."""
+    if _is_torch(ids) or (isinstance(ids, np.ndarray) and ids.dtype != object):
+        return as_numpy(ids, dtype=None)
+    return _group_codes(list(ids))
+
+
+def _per_episode(
+    what: str, noun: str, ids: Any, shape: tuple[int, ...], episode: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
+    """Per-turn ids (one per turn, the same for every turn of an episode) as each episode's index
+    ``0..K-1``."""
+    ids = as_numpy(ids, dtype=None)
+    if ids.shape != shape:
+        raise ValueError(f"{what} {ids.shape} must match rewards {shape}")
+    _, index = np.unique(ids, return_inverse=True)
+    index = index.reshape(-1)
+    out = np.empty(len(lengths), dtype=np.int64)
+    out[episode] = index
+    if not np.array_equal(out[episode], index):
+        raise ValueError(f"every turn of an episode must carry the same {noun}")
+    return out
 
 
 def _group_codes(group_ids: Sequence[Any], missing: int | None = None) -> np.ndarray:

@@ -10,7 +10,7 @@ transformers' ``AttentionInterface``). A node's hidden state depends on its pref
 same number the padded forward computes for that position of every row that holds it; the log
 probability of a node's token is computed once and shared by those rows, and gradients from all of
 them accumulate on it. Loss and gradients equal the padded computation's up to float rounding
-(``tests/adapters/test_prefix_tree.py``); the work is the tree's size instead of the rectangle's.
+(``tests/adapters/algorithms/test_prefix_tree.py``); the work is the tree's size instead of the rectangle's.
 
 The packed sequence lists the nodes in the order the rows create them, so each row adds one *run* of
 consecutive nodes, each the child of the one before; a run attends to its ancestors' path (gathered

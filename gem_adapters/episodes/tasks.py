@@ -5,7 +5,8 @@ model: env kwargs, system prompt, turn limit and chat-template kwargs. The episo
 from one dataset row share the task, hence the initial state: a GRPO group.
 
 ``make_tasks`` makes the tasks of a dataset (seeds ``first_seed, first_seed + 1, ...``, env ids taken
-in turn), ``with_first_observations`` gives each task its first observation. This ``Task`` is the one
+in turn), ``mixed_tasks`` those of one dataset over several envs in equal shares (each env's seeds
+``first_seed, first_seed + 1, ...``, as its own dataset would have them), ``with_first_observations`` gives each task its first observation. This ``Task`` is the one
 every adapter plays, and it travels whole: each adapter's ``rows`` module turns an iterable of tasks
 into its framework's dataset rows, the task as ``Task.to_json()`` text, and its rollout reads it back
 with ``Task.from_json``: ``gem_adapters.trl.rows`` (the prompt), ``gem_adapters.verl.rows``
@@ -75,6 +76,22 @@ def make_tasks(
         Task(ids[i % len(ids)], first_seed + i, kwargs, system_prompt, max_turns, template)
         for i in range(num_tasks)
     ]
+
+
+def mixed_tasks(
+    env_ids: Sequence[str], tasks_per_env: int, *, first_seed: int = 0, **fields: Any
+) -> list[Task]:
+    """``tasks_per_env`` tasks of each of ``env_ids``, interleaved round-robin (env 0's first task, env
+    1's first, ..., env 0's second, ...): every run of ``len(env_ids)`` consecutive tasks holds one of
+    each env, so a batch of a multiple of that many tasks taken in order holds equal shares. Env ``k``'s
+    ``j``-th task has seed ``first_seed + j``: the seeds ``make_tasks(env_ids[k], tasks_per_env,
+    first_seed=first_seed)`` gives, so each env of a mixture plays the tasks its single-env run plays.
+    ``fields`` (env kwargs, system prompt, ...) are ``make_tasks``'s, the same for every env."""
+    ids = list(env_ids)
+    if not ids or len(set(ids)) != len(ids):
+        raise ValueError(f"a mixture needs distinct env ids, got {ids}")
+    per_env = [make_tasks(env_id, tasks_per_env, first_seed=first_seed, **fields) for env_id in ids]
+    return [tasks[j] for j in range(tasks_per_env) for tasks in per_env]
 
 
 def iter_tasks(env_ids: str | Sequence[str], num_tasks: int, **fields: Any) -> Iterator[tuple[Task, Any]]:

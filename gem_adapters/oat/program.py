@@ -19,8 +19,10 @@ Oat's learner loop is driven by a prompt dataset and evaluates on one; here the 
 plays GEM episodes with the eval sampling settings on fixed seeds.
 
 Needs Python 3.10, a GPU, and Oat's own dependencies (vLLM 0.8.4, Launchpad, DeepSpeed, dm-tree,
-tyro); none of them import on the CPU CI, so this module is not imported by the tests, whose
-subject is the pure parts it calls (``transitions``, ``advantages``, ``vllm_policy``).
+tyro). On the CPU CI the tests import it only with stand-ins for the GPU-only ones, to parse
+``GEMArgs`` (``tests/adapters/oat/test_train_oat_example.py``); their subject is otherwise the pure
+parts it calls (``transitions``, ``advantages``, ``vllm_policy``) and, read with ``ast``, its fit to
+Oat's classes (``test_program_static.py``).
 """
 
 from __future__ import annotations
@@ -30,14 +32,13 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from oat.algorithms.ppo import PPOArgs
 from oat.algorithms.ppo_multiturn import PPOMultiTurnActor, PPOMultiTurnLearner
-from oat.args import default_args_validation
 from oat.types import Transition
 from torch.utils.data import Dataset
 
@@ -51,40 +52,52 @@ from gem_adapters.oat.vllm_policy import OatVLLMPolicy
 from gem_adapters.policies.base import SamplingParams
 from gem_adapters.runtime.rollout import rollout
 from gem_adapters.runtime.rollout_limits import RolloutLimits
+from gem_core import EnvNotFoundError, make_vec, spec
 
 SEEDS_PER_ACTOR = 10**8  # actor i draws training seeds from [seed + i * SEEDS_PER_ACTOR, ...)
 
 
 @dataclass
 class GEMArgs(PPOArgs):
-    """Oat's PPO arguments plus the GEM episode settings (tyro turns each field into a flag)."""
+    """Oat's PPO arguments (``oat.algorithms.ppo.PPOArgs``) plus GEM's episode settings. Parsed as Oat's
+    own scripts parse theirs, ``oat.args.get_default_args`` (tyro): each field is a flag, ``--env-id``,
+    ``--learning-rate``, its help the comment beside or above it; see ``examples/train_oat.py``."""
 
-    env_id: str = "game:GuessTheNumber-v1-easy"  # a gem_core env id
-    num_envs: int = 16  # episodes each actor plays at once (one vLLM batch per turn)
-    max_turns: int | None = None  # actions per episode; None: the env's own limit
-    system_prompt: str | None = None
-    advantage_estimator: str = "rebn"  # a shared estimator needing neither critic values nor groups
-    rebn_eps: float = 1e-6  # added to the std by ReBN
-    eval_episodes: int = 32  # per evaluation, split over the actors
-    eval_seed: int = 10**9  # evaluation seeds: eval_seed, eval_seed + 1, ...
-    dump_episodes: bool = True  # append every collected episode to <save_path>/episodes/actor<i>.jsonl
-    # Oat fields with other defaults here:
-    gamma: float = 0.9  # discount of per-turn rewards within an episode
-    num_samples: int = 1  # Oat groups learning batches by this; ReBN has no groups
-    oracle: str = ""  # rewards come from the env
-    prompt_data: str = ""  # episodes come from the env
+    # The gem_core env every episode plays (gem_core.list_envs() lists them).
+    env_id: str = "game:GuessTheNumber-v1-easy"
+    num_envs: int = 16  # Episodes each actor plays at once (one vLLM batch per turn).
+    max_turns: int | None = None  # Actions per episode; None: the env's own limit.
+    system_prompt: str | None = None  # A system message before each episode's first observation; None: none.
+    advantage_estimator: str = "rebn"  # A registered estimator needing neither critic values nor groups.
+    rebn_eps: float = 1e-6  # Added to the std by ReBN.
+    eval_episodes: int = 32  # GEM episodes per evaluation, split over the actors.
+    eval_seed: int = 10**9  # Evaluation seeds: eval_seed, eval_seed + 1, ... (the same every evaluation).
+    dump_episodes: bool = True  # Append every collected episode to <save_path>/episodes/actor<i>.jsonl.
+    # Oat's fields whose default GEM must change, each for the reason beside it:
+    algo: Literal["PPO"] = "PPO"  # GEMLearner is Oat's PPO learner (Oat's run_ppo.py sets it in code).
+    # Model name (Oat's default has no chat template, which GEM renders each turn with).
+    pretrain: str = "Qwen/Qwen2.5-1.5B-Instruct"
+    gamma: float = 0.9  # Discount of per-turn rewards within an episode (ReBN's returns; Oat: per token).
+    num_samples: int = 1
+    """Samples per prompt: the actor plays episodes, not prompt groups."""  # else tyro shows Oat's next string
+    oracle: str = ""  # Empty: rewards come from the env, not an Oat oracle.
+    prompt_data: str = ""  # Empty: episodes come from the env, not a prompt dataset.
 
 
 def validate_args(args: GEMArgs) -> GEMArgs:
-    """Oat's validation plus what the GEM learner needs."""
-    args.algo = "PPO"
-    args = default_args_validation(args)
-    if args.whiten_adv:
-        raise ValueError("whiten_adv must be off: GEMLearner's ReBN advantages are already normalised")
-    if args.critic_type == "ppo":
-        raise ValueError("GEMLearner trains without a critic; choose critic_type 'drgrpo' or 'grpo'")
+    """What GEMActor / GEMLearner need, checked after Oat's ``default_args_validation``."""
+    try:
+        spec(args.env_id)
+    except EnvNotFoundError as error:
+        raise ValueError(f"--env-id: {error}") from None
+    if args.num_envs < 1:
+        raise ValueError(f"--num-envs must be at least 1, got {args.num_envs}")
     if args.max_turns is not None and args.max_turns < 1:
-        raise ValueError("max_turns must be at least 1")
+        raise ValueError(f"--max-turns must be at least 1 (or None), got {args.max_turns}")
+    if args.whiten_adv:
+        raise ValueError("--whiten-adv must be off: GEMLearner's advantages are already normalised")
+    if args.critic_type == "ppo":
+        raise ValueError("GEMLearner trains without a critic: --critic-type drgrpo or grpo, not ppo")
     check_estimator(args.advantage_estimator)
     return args
 
@@ -94,8 +107,6 @@ class GEMActor(PPOMultiTurnActor):
 
     def init(self, actor_id: int, save_path: str) -> None:
         super().init(actor_id, save_path)
-        from gem_core import make_vec
-
         args: GEMArgs = self.args
         self.renderer = ChatRenderer(self.tokenizer, system_prompt=args.system_prompt)
         self.policy = OatVLLMPolicy(self.generate)

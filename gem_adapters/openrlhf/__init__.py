@@ -11,6 +11,8 @@
   environment variables that carry it and their one reader; ``hook``: how it reaches OpenRLHF's Ray
   workers (``RAY_RUNTIME_ENV_HOOK``) and the estimator swap there (a pinned ``Patch``).
 * ``rows``: tasks into the prompt JSONL (the whole task per row, as the label).
+* ``flags``: ``train_ppo_ray``'s own argparse parser, built from its source without importing it (Ray,
+  vLLM), to check a launcher's flags and lay its defaults under the user's.
 
 ``examples/train_openrlhf.py`` launches ``openrlhf.cli.train_ppo_ray`` with all of it. Importing this
 package imports nothing from OpenRLHF; ``rollout`` needs it installed (``pip install --no-deps

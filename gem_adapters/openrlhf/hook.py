@@ -4,8 +4,8 @@ the estimator swap it asks for there.
 Two changes, both optional: the GEM per-turn ``estimator`` replaces OpenRLHF's in the trainer
 (``estimator_patch``: a ``Patch`` pinned to the OpenRLHF lines it replaces, as every framework patch is),
 and ``cpu`` patches OpenRLHF's CUDA calls in every worker (``gem_adapters.openrlhf.cpu``). A launcher
-builds the configuration and says so: ``examples/train_openrlhf.py`` (``--advantage_estimator``) and
-``python -m gem_adapters.openrlhf.cpu`` (``--gem.estimator``) each build a ``GemOpenRLHFConfig`` and put
+builds the configuration and says so: ``examples/train_openrlhf.py`` and ``python -m
+gem_adapters.openrlhf.cpu`` (both ``--gem.estimator``) each build a ``GemOpenRLHFConfig`` and put
 ``config.environment()`` into the environment of the OpenRLHF driver they start; Ray's driver then calls
 ``runtime_env_hook``, and every worker ``setup_worker`` (the variables and why: ``config``'s docstring).
 In one process (a custom driver, tests): ``install()`` / ``uninstall()``.

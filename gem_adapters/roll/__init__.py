@@ -10,11 +10,12 @@ ROLL builds envs with ``gem.make`` from the ``gem-llm`` package; nothing else of
 * ``special_tokens.StripSpecialTokens``: a gem_core wrapper that removes the chat template's control
   tokens (``<|im_end|>``, padding) from the ends of an action, since ROLL decodes them into the text;
 * ``env_managers``: ROLL's env managers re-exported from a module that registers gem_core's envs
-  when a ROLL env worker imports it (needs ROLL importable).
+  when a ROLL env worker imports it, and ``StepChatEnvManager`` (one sample per turn whose prompt is the
+  episode so far as a chat) (needs ROLL importable).
 
-``examples/train_roll.py`` writes a ROLL config (``examples/roll/agentic_gem_rebn.yaml``: ReBN as
-ROLL's ``step_reinforce`` with batch ``mean_std`` reward normalisation; ``agentic_gem_grpo.yaml``)
-and launches ROLL's ``examples/start_agentic_pipeline.py``. Importing this package imports neither
+``examples/train_roll.py`` composes a ROLL config (``examples/roll/agentic_gem_rebn.yaml``: ReBN as
+ROLL's ``step_reinforce`` with batch ``mean_std`` reward normalisation; ``agentic_gem_grpo.yaml``) with
+Hydra overrides, writes it and launches ROLL's ``examples/start_agentic_pipeline.py``. Importing this package imports neither
 ROLL nor gem-llm.
 """
 

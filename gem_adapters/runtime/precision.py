@@ -13,6 +13,10 @@ the learner, so the logprobs a rollout samples with are the learner's numerics. 
 forces fp32 for that run and ``bf16=True`` bf16. The environment variable ``GEM_PRECISION=fp32`` (or
 ``bf16``) answers ``native_bf16`` for every run of the process and its children (the test suite sets
 fp32, so that its numbers do not depend on the machine it runs on).
+
+bf16 pays where matrix products are large: on an AMX CPU a learner pass of SmolLM2-135M (hidden size 576)
+ran 2.27x faster in bf16, one of a 128-wide, 4-layer policy 0.82x as fast
+(``benchmarks/bf16_by_model_size.py``): pass ``bf16=False`` for such small models.
 """
 
 from __future__ import annotations

@@ -19,9 +19,11 @@ other field is TRL's and means what TRL says, with four points to know:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from trl import GRPOConfig
+from trl import GRPOConfig, TrlParser
 
 
 @dataclass
@@ -95,7 +97,7 @@ class GEMGRPOConfig(GRPOConfig):
             else "GEMGRPOTrainer (a critic: GEMPPOConfig, GEMPPOTrainer)"
         )
         estimator = require_estimator(
-            self.advantage_estimator, values=self.trains_critic, state_keys=True, trainer=trainer
+            self.advantage_estimator, values=self.trains_critic, state_keys=True, strata=True, trainer=trainer
         )
         if self.trains_critic and not estimator.needs_values:
             raise ValueError(
@@ -144,3 +146,19 @@ class GEMPPOConfig(GEMGRPOConfig):
         super().__post_init__()
         if self.critic_epochs < 1 or self.critic_micro_batch_size < 1:
             raise ValueError("critic_epochs and critic_micro_batch_size must be at least 1")
+
+
+def parse_command_line(
+    dataclass_types: Sequence[type], argv: Sequence[str], defaults: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    """``TrlParser(dataclass_types)`` over ``argv``, an example's ``defaults`` under the user's flags and a
+    ``--config`` file's values: one instance per type. ``--help_all`` lists every field (``--help`` is an
+    example's light first pass, ``gem_adapters.runtime.command_line``); a config its class refuses is a
+    usage error (exit status 2), not a traceback."""
+    parser = TrlParser(tuple(dataclass_types))
+    parser.set_defaults(**defaults)
+    argv = ["--help" if arg == "--help_all" else arg for arg in argv]
+    try:
+        return parser.parse_args_and_config(argv)
+    except ValueError as exc:
+        parser.error(str(exc))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from gem_adapters.episodes.tasks import Task, make_tasks
+from gem_adapters.episodes.tasks import Task, make_tasks, mixed_tasks
 
 
 def task_rows(tasks: Iterable[Task], *, images: bool | None = None):
@@ -51,6 +51,18 @@ def tasks_dataset(
     """``task_rows(make_tasks(env_ids, num_tasks, first_seed=first_seed), images=images)``: seeds
     ``first_seed, first_seed + 1, ...``, env ids taken in turn."""
     return task_rows(make_tasks(env_ids, num_tasks, first_seed=first_seed), images=images)
+
+
+def mixed_tasks_dataset(
+    env_ids: Sequence[str], tasks_per_env: int, first_seed: int = 0, images: bool | None = None
+):
+    """One dataset over several envs in equal shares: ``task_rows(mixed_tasks(env_ids, tasks_per_env,
+    first_seed=first_seed))``. Rows go round-robin over the envs and env ``k``'s ``j``-th row has seed
+    ``first_seed + j`` (``gem_adapters.episodes.tasks.mixed_tasks``); a row is one task, so each GRPO
+    group (its ``num_generations`` copies) stays within one env and seed. With
+    ``GEMGRPOConfig(shuffle_dataset=False)`` and a generation batch of a multiple of ``len(env_ids)``
+    tasks, every step trains on equal shares of the envs; TRL's default shuffle mixes them at random."""
+    return task_rows(mixed_tasks(env_ids, tasks_per_env, first_seed=first_seed), images=images)
 
 
 def task_prompt(env_id: str, seed: int, **fields: Any) -> str:

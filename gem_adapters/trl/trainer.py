@@ -9,13 +9,15 @@ Two changes to ``GRPOTrainer``, both through the hooks TRL offers:
   advantages placed on each turn's tokens: a (B, T) tensor, which TRL's loss accepts as is.
   ``advantage_estimator="rebn"`` (the default) normalises the discounted per-turn returns over every
   turn of the batch; ``"grpo"``, ``"dr_grpo"`` and ``"rloo"`` give every turn its episode's
-  group-relative advantage, for comparison.
+  group-relative advantage, for comparison; ``"rebn_per_env"`` is ReBN within each env of a batch
+  that mixes several (``gem_adapters.trl.mixed_tasks_dataset``): each episode's stratum is the env
+  id of its row's task.
 
 One reward, one path: the env's per-turn rewards (``Turn.reward``) -> ``turn_advantages`` (the one
 hook a subclass overrides: ``GEMPPOTrainer``) -> ``gem_adapters.algorithms.advantages.turn_values_on_tokens``
 on the turn spans the rollout carried in each row (computed once per episode, in
 ``gem_adapters.trl.rollout``). The estimator sees the whole generation batch: with several
-processes, per-turn rewards, group ids and state keys are gathered first (a GRPO group may span
+processes, per-turn rewards, group ids, state keys and strata are gathered first (a GRPO group may span
 processes) and each process keeps its own rows.
 
 TRL's ``reward_funcs`` are not an input: the one reward function is ``episode_return`` (TRL logs
@@ -307,15 +309,17 @@ class GEMGRPOTrainer(GRPOTrainer):
         rewards = [[t.reward for t in e.turns] for e in episodes]
         groups = [e.group_id for e in episodes]
         state_keys = [[getattr(t, "state_key", None) for t in e.turns] for e in episodes]  # GiGPO's anchors
+        strata = [getattr(e, "env_id", None) for e in episodes]  # rebn_per_env: each task's env
         if self.accelerator.num_processes > 1:
             rewards, groups = gather_object(rewards), gather_object(groups)
-            state_keys = gather_object(state_keys)
+            state_keys, strata = gather_object(state_keys), gather_object(strata)
         per_turn = compute_advantages(
             self.args.advantage_estimator,
             rewards,
             gamma=self.args.gamma,
             group_ids=groups,
             state_keys=state_keys,
+            strata=strata,
             eps=self.args.advantage_eps,
         )
         first = self.accelerator.process_index * len(episodes)

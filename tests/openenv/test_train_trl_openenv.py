@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import math
+import subprocess
 import sys
 
 import pytest
@@ -15,6 +16,7 @@ pytest.importorskip("trl")
 pytest.importorskip("jmespath")  # TRL's tool-call parsing on transformers < 5.13
 
 import gem_core
+from tests import script_runs
 from tests.openenv import support
 
 GUESS = "game:GuessTheNumber-v1-easy"
@@ -51,20 +53,10 @@ def test_the_environment_class_plays_gem_serve_episodes(example):
 
 @pytest.mark.parametrize("path", ["trl", "gem"])
 def test_one_training_step_against_gem_serve(example, tmp_path, path):
-    argv = [
-        "--path",
-        path,
-        "--model",
-        "tiny",
-        "--max-steps",
-        "1",
-        "--batch-size",
-        "2",
-        "--num-generations",
-        "2",
-    ]
-    argv += ["--max-completion-length", "32", "--max-turn-tokens", "6", "--num-tasks", "4"]
-    trainer = example.main([*argv, "--output-dir", str(tmp_path)])
+    argv = ["--path", path, "--model", "tiny", "--max_steps", "1", "--per_device_train_batch_size", "2"]
+    argv += ["--num_generations", "2", "--num_tasks", "4", "--output_dir", str(tmp_path)]
+    argv += ["--max_completion_length", "32"] if path == "trl" else ["--max_turn_tokens", "6"]
+    trainer = example.main(*example.parse_args(argv))
     logs = trainer.state.log_history
     assert trainer.state.global_step == 1 and math.isfinite(logs[-1]["train_loss"])
     with open(tmp_path / "metrics.csv", newline="") as f:
@@ -76,3 +68,58 @@ def test_one_training_step_against_gem_serve(example, tmp_path, path):
         assert "rewards/GemGame/mean" in logs[0]
     else:  # our path ran full episodes through openenv: sessions
         assert logs[0]["env/turns"] > 0
+
+
+def test_the_command_line_is_trls_with_the_paths_own_config(example):
+    from trl import GRPOConfig
+
+    from gem_adapters.trl import GEMGRPOConfig
+
+    script, config = example.parse_args([])  # the example's defaults, on TRL's stock config
+    assert (script.path, script.model, script.num_tasks) == ("trl", "smollm2", 64)
+    assert type(config) is GRPOConfig and config.bf16 is False and config.max_completion_length == 256
+    assert (config.max_steps, config.per_device_train_batch_size, config.num_generations) == (10, 8, 4)
+    assert (config.learning_rate, config.seed, config.report_to) == (5e-5, 0, [])
+    argv = ["--path", "gem", "--max_steps", "3", "--per_device_train_batch_size", "6", "--num_generations"]
+    argv += [
+        "3",
+        "--learning_rate",
+        "1e-3",
+        "--seed",
+        "7",
+        "--output_dir",
+        "elsewhere",
+        "--max_turn_tokens",
+        "9",
+    ]
+    script, config = example.parse_args(argv)
+    assert script.path == "gem" and isinstance(config, GEMGRPOConfig) and config.max_turn_tokens == 9
+    assert (config.max_steps, config.generation_batch_size, config.num_generations) == (3, 6, 3)
+    assert (config.learning_rate, config.seed, config.output_dir) == (1e-3, 7, "elsewhere")
+    for argv in (["--max_turn_tokens", "9"], ["--no_such_flag", "1"]):  # GEM's flag is not TRL's config's
+        with pytest.raises(SystemExit) as exit:
+            example.parse_args(argv)
+        assert exit.value.code == 2
+
+
+HEAVY = ("torch", "transformers", "gem_adapters.trl", "openenv")
+
+
+def run_as_script(*argv: str) -> subprocess.CompletedProcess:
+    return script_runs.run_as_script(support.REPO / "examples/train_trl_openenv.py", argv, HEAVY)
+
+
+def test_help_and_bad_settings_come_before_torch_and_trl_load():
+    helped = run_as_script("--help")
+    assert helped.stdout.strip().splitlines()[-1] == "0 []", helped.stderr[-2000:]
+    text = " ".join(helped.stdout.split())
+    for flag in ("--path", "--env_url", "--max_steps", "--per_device_train_batch_size", "--max_turn_tokens"):
+        assert flag in text
+    for argv, message in (
+        (["--env_id", "game:Nope-v0"], "No env registered as 'game:Nope-v0'"),
+        (["--path", "verl"], "invalid choice: 'verl'"),
+        (["--max_steps", "many"], "invalid int value"),
+    ):
+        failed = run_as_script(*argv)
+        assert failed.stdout.strip().splitlines()[-1] == "2 []", failed.stderr[-2000:]
+        assert message in failed.stderr and "Traceback" not in failed.stderr

@@ -10,9 +10,10 @@ them is checked here by reading them and Oat 0.2.4's source with ``ast``:
   (``OATArgs``, ``PPOArgs``) or one GEMArgs adds; GEMArgs adds no field Oat already has unless it
   says it changes Oat's default;
 * every call into gem_core / gem_adapters binds to the real signature (``inspect.Signature.bind``),
-  and every call into Oat names parameters Oat's function has;
-* the example's own fields, rebuilt from its source, parse the command line its docstring gives with
-  HfArgumentParser (as its ``main`` does), and the env ids there are registered.
+  and every call into Oat names parameters Oat's function has.
+
+The example's command line is parsed for real (tyro over the real ``GEMArgs``) in
+``test_train_oat_example.py``.
 
 A syntax error in either file fails every test here (each parses the file).
 """
@@ -23,9 +24,7 @@ import ast
 import importlib
 import importlib.util
 import inspect
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import pytest
 
@@ -124,44 +123,6 @@ def oat_arg_fields():
     )
 
 
-def example_args_class() -> type:
-    """The example's ``Args`` with its own fields only (its source, without Oat's bases, which need
-    DeepSpeed): what HfArgumentParser makes of the fields the example adds."""
-    node = classes(parse(EXAMPLE))["Args"]
-    source = ast.get_source_segment(EXAMPLE.read_text(), node).replace(
-        "class Args(GEMArgs):", "class Args:", 1
-    )
-    namespace = {"__name__": "train_oat_args", "dataclass": dataclass, "field": field, "Literal": Literal}
-    exec(compile(f"@dataclass\n{source}", str(EXAMPLE), "exec", dont_inherit=True), namespace)
-    return namespace["Args"]
-
-
-def test_the_examples_command_line_parses_and_names_a_registered_env():
-    """The command of the example's docstring parses with HfArgumentParser (as ``main`` does), a bool that
-    defaults to true switches off with ``--no_<name>``, and the env ids it names are registered."""
-    import shlex
-
-    from transformers import HfArgumentParser
-
-    import gem_core
-
-    docstring = ast.get_docstring(parse(EXAMPLE))
-    (command,) = [line.strip() for line in docstring.splitlines() if "python examples/train_oat.py" in line]
-    flags = shlex.split(command)[2:]
-    parser = HfArgumentParser(example_args_class())
-    (args,) = parser.parse_args_into_dataclasses(flags)
-    assert args.env_id == flags[flags.index("--env_id") + 1] and args.gpus == int(
-        flags[flags.index("--gpus") + 1]
-    )
-    assert args.gradient_checkpointing and args.max_turns is None and not args.whiten_adv
-    (args,) = parser.parse_args_into_dataclasses(["--no_gradient_checkpointing", "--max_turns", "3"])
-    assert not args.gradient_checkpointing and args.max_turns == 3
-    for env_id in {args.env_id, flags[flags.index("--env_id") + 1]}:
-        assert gem_core.spec(env_id).id == env_id
-    with pytest.raises(SystemExit):
-        parser.parse_args_into_dataclasses(["--critic_type", "value"])  # not one of the Literal's choices
-
-
 @pytest.mark.parametrize(
     ("cls", "base", "required"),
     [
@@ -201,10 +162,10 @@ def test_strategy_methods_exist(program):
 def test_argument_fields_exist(program, oat_arg_fields):
     example = parse(EXAMPLE)
     gem_args = dataclass_fields(classes(program)["GEMArgs"])
-    changed = {"gamma", "num_samples", "oracle", "prompt_data"}  # Oat fields whose default GEMArgs changes
+    # Oat fields whose default GEMArgs changes:
+    changed = {"algo", "pretrain", "gamma", "num_samples", "oracle", "prompt_data"}
     assert gem_args & oat_arg_fields == changed
-    example_args = dataclass_fields(classes(example)["Args"])
-    assert example_args - oat_arg_fields - gem_args == set()  # a typo would add a field nobody reads
+    assert "Args" not in classes(example)  # the example parses GEMArgs itself, Oat's fields plus GEM's
     for tree in (program, example):
         read = {
             n.attr
@@ -259,7 +220,7 @@ def test_calls_into_oat_name_real_parameters():
         params = parameters(function)
         assert num_args <= len(params) and set(keywords) <= set(params), name
         checked.add(name)
-    assert checked == {"get_program"}
+    assert checked == {"get_program", "get_default_args", "default_args_validation"}
     program_names = set(classes(parse(PROGRAM))) | {
         n.name for n in parse(PROGRAM).body if isinstance(n, ast.FunctionDef)
     }

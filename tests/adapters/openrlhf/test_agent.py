@@ -25,7 +25,7 @@ from gem_adapters.openrlhf.rows import Task, task_rows
 from gem_adapters.policies.transformers_policy import TransformersPolicy
 from tests.adapters.openrlhf.policy_engine import EngineSamplingParams, PolicyEngine
 
-from ..test_state_keys_rollout import replayed_keys
+from ..runtime.test_state_keys_rollout import replayed_keys
 from .conftest import AGENT_FUNC, MAX_LEN, SYSTEM_PROMPT, TURN_CAP, openrlhf_sampling_params
 from .openrlhf_source import load_agent_executor, process_response_into_experience
 

@@ -150,6 +150,7 @@ def test_rebn_config_is_step_reinforce_over_the_batch():
     assert cfg["gamma"] == 1.0 and 0 < cfg["step_reward_gamma"] <= 1
     env = cfg["custom_envs"][cfg["train_env_manager"]["tags"][0]]
     assert env["env_manager_cls"].rsplit(".", 1)[1] in (
+        "StepChatEnvManager",
         "StepConcatEnvManager",
         "StepEnvManager",
     )  # a sample per turn

@@ -55,7 +55,6 @@ try:
     from roll.distributed.scheduler.protocol import DataProto
     from roll.pipeline.agentic.agentic_config import AgenticConfig, LLMProxyConfig
     from roll.pipeline.agentic.env_manager.base_env_manager import RolloutCache
-    from roll.pipeline.agentic.env_manager.step_concat_env_manager import StepConcatEnvManager
     from roll.pipeline.agentic.env_manager.traj_env_manager import TrajEnvManager
     from roll.pipeline.agentic.llm_proxy import BaseLLMProxy, register_llm_proxy
     from roll.pipeline.agentic.utils import (
@@ -79,10 +78,13 @@ from gem_adapters.algorithms.advantages import compute_advantages  # noqa: E402
 from gem_adapters.roll import NAMESPACE  # noqa: E402
 from gem_adapters.roll.env import RollEnv  # noqa: E402
 from tests.adapters.roll.players import agent_action  # noqa: E402
-from tests.adapters.roll.test_train_roll_example import load_example  # noqa: E402
+from tests.adapters.roll.test_train_roll_example import written  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[3] / "examples" / "roll"
 INTERPOLATION_HELPERS = {"hydra", "max_tokens_per_step", "max_actions_per_traj"}
+# Imported when a test builds a manager (as ROLL's env worker imports it), not at collection: importing
+# gem_adapters.roll.env_managers registers gem_core's ids with gem, which test_gem_api checks from scratch.
+STEP_CHAT = "gem_adapters.roll.env_managers.StepChatEnvManager"
 
 
 @register_llm_proxy("gem_core_test_player")
@@ -101,12 +103,15 @@ class PlayerProxy(BaseLLMProxy):
         return lm_input
 
 
-def roll_config(name: str, tmp_path: Path, config_dir: Path = CONFIGS) -> AgenticConfig:
+def roll_config(
+    name: str, tmp_path: Path, config_dir: Path = CONFIGS, overrides: tuple[str, ...] = ()
+) -> AgenticConfig:
     """The YAML composed by Hydra and turned into ROLL's AgenticConfig, as start_agentic_pipeline.py does."""
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         cfg = compose(
             config_name=name,
-            overrides=[f"logging_dir={tmp_path}/logs", f"output_dir={tmp_path}/out", "pretrain=unused/model"],
+            overrides=[f"logging_dir={tmp_path}/logs", f"output_dir={tmp_path}/out", "pretrain=unused/model"]
+            + list(overrides),
         )
     data = OmegaConf.to_container(cfg, resolve=True)
     assert unknown_keys(data, AgenticConfig) == sorted(INTERPOLATION_HELPERS & set(data))
@@ -210,11 +215,11 @@ def sample_advantages(batch: DataProto) -> np.ndarray:
     return np.array(out)
 
 
-def test_rebn_config_in_step_concat_env_managers_equals_gem_rebn(tmp_path, tokenizer):
+def test_rebn_config_in_step_chat_env_managers_equals_gem_rebn(tmp_path, tokenizer):
     config = roll_config("agentic_gem_rebn", tmp_path)
     assert config.adv_estimator == "step_reinforce" and config.reward_normalization.norm_std_type == "batch"
     managers = [build_manager(config, env_id, tokenizer) for env_id in range(10)]
-    assert all(type(m) is StepConcatEnvManager and isinstance(m.env, RollEnv) for m in managers)
+    assert all(type(m) is safe_import_class(STEP_CHAT) and isinstance(m.env, RollEnv) for m in managers)
 
     rollouts, rewards = [], []
     for env_id, manager in enumerate(managers):
@@ -261,23 +266,71 @@ def test_grpo_config_in_traj_env_managers_equals_gem_grpo(tmp_path, tokenizer):
     assert np.all(roll[:group_size] == 0) and np.any(np.abs(roll[group_size:]) > 0.1)
 
 
-@pytest.mark.parametrize(("algorithm", "manager"), [("rebn", StepConcatEnvManager), ("grpo", TrajEnvManager)])
-def test_configs_written_by_train_roll_build_roll_configs(tmp_path, algorithm, manager):
-    example = load_example()
-    args = example.parse_args(
-        [
-            "--advantage-estimator",
-            algorithm,
-            "--env-id",
-            "game:Wordle-v1-easy",
-            "--output-dir",
-            str(tmp_path),
-            "--dry-run",
-        ]
+@pytest.mark.parametrize(
+    ("config_name", "manager"),
+    [("agentic_gem_rebn", STEP_CHAT), ("agentic_gem_grpo", TrajEnvManager)],
+)
+def test_configs_written_by_train_roll_build_roll_configs(tmp_path, config_name, manager):
+    _, path = written(
+        tmp_path, "custom_envs.GemCoreGame.env_type=gem_core/game:Wordle-v1-easy", config_name=config_name
     )
-    path = example.write_config(args, model_path="unused/model")
     config = roll_config(path.stem, tmp_path, config_dir=path.parent)
     env_configs = [c for rank in config.train_env_manager.env_configs.values() for c in rank.values()]
-    assert len(env_configs) == args.episodes_per_step == config.rollout_batch_size
+    assert len(env_configs) == config.rollout_batch_size
     assert {c["env_type"] for c in env_configs} == {NAMESPACE + "game:Wordle-v1-easy"}
+    manager = safe_import_class(manager) if isinstance(manager, str) else manager
     assert safe_import_class(env_configs[0]["env_manager_cls"]) is manager
+
+
+def turn_prompts(tmp_path, tokenizer, *overrides: str) -> tuple[list[str], list[str], list[dict]]:
+    """One GuessTheNumber episode of a ``agentic_gem_rebn`` manager (the scripted solver after two random
+    guesses): each turn's prompt as generated from, each training sample's prompt, and the step history."""
+    config = roll_config("agentic_gem_rebn", tmp_path, overrides=("max_actions_per_traj=10", *overrides))
+    manager = build_manager(config, 0, tokenizer)
+    prompts = []
+    generate = manager.llm_proxy.generate
+
+    def recording(messages, lm_input, generation_config):
+        prompts.append(tokenizer.decode(lm_input.batch["input_ids"][0]))
+        return generate(messages, lm_input, generation_config)
+
+    manager.llm_proxy.generate = recording
+    rollout, history = play_episode(manager, 7, random.Random(3), 0.7)
+    responses = rollout.batch["response_mask"].bool()
+    samples = [
+        tokenizer.decode(ids[: int(mask.nonzero()[0])])
+        for ids, mask in zip(rollout.batch["input_ids"], responses)
+    ]
+    return prompts, samples, history
+
+
+def test_step_chat_env_manager_prompts_with_the_conversation(tmp_path, tokenizer):
+    prompts, samples, history = turn_prompts(tmp_path, tokenizer)
+    turns = [h for h in history if "reward" in h]
+    assert len(turns) >= 3 and samples == prompts  # each turn's sample is trained on the prompt it saw
+    system = "<|im_start|>system\nYou are playing a game."
+    for t, prompt in enumerate(prompts):
+        assert prompt.startswith(system) and prompt.count(system) == 1
+        assert (
+            prompt.count("<|im_start|>user\n") == t + 1 and prompt.count("<|im_start|>assistant\n") == t + 1
+        )
+        for earlier in turns[:t]:  # every earlier observation and reply, in order, as chat turns
+            reply = earlier["llm_response"].removesuffix(tokenizer.eos_token)
+            assert f"<|im_start|>user\n{earlier['observation']}<|im_end|>" in prompt
+            assert f"<|im_start|>assistant\n{reply}<|im_end|>" in prompt
+        assert prompt.endswith(
+            f"<|im_start|>user\n{turns[t]['observation']}<|im_end|>\n<|im_start|>assistant\n"
+        )
+    # the LLM proxy is handed the conversation once: system, then user and assistant in turn
+    roles = [m["role"] for h in turns for m in h["messages"]]
+    assert roles == ["system"] + ["user", "assistant"] * len(turns)
+
+
+def test_history_length_1_prompts_with_the_current_observation_alone(tmp_path, tokenizer):
+    prompts, samples, history = turn_prompts(tmp_path, tokenizer, "custom_envs.GemCoreGame.history_length=1")
+    turns = [h for h in history if "reward" in h]
+    assert len(turns) >= 3 and samples == prompts
+    for t, prompt in enumerate(prompts):
+        assert prompt.count("<|im_start|>user\n") == 1 and prompt.endswith("<|im_start|>assistant\n")
+        assert turns[t]["observation"] in prompt
+        assert t == 0 or turns[0]["observation"] not in prompt  # the first observation (the rules) is gone

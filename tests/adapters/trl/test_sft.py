@@ -16,7 +16,7 @@ from gem_adapters.algorithms.warmup import scripted_episodes, sft_rows
 from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.runtime.models import tiny_causal_lm
 from gem_adapters.trl import GEMSFTTrainer
-from tests.adapters.test_prefix_tree import assert_same_gradient
+from tests.adapters.algorithms.test_prefix_tree import assert_same_gradient
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("trl")
 
 from gem_adapters.episodes.jsonl import read_jsonl
+from tests import script_runs
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "train_trl.py"
 
@@ -135,20 +136,10 @@ def run_example(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 
 HEAVY = ("torch", "transformers", "trl", "gem_adapters.trl")
-# The example run as a script in this interpreter, then what it had imported when it exited.
-AS_SCRIPT = """
-import runpy, sys
-sys.argv = [{example!r}, *{argv!r}]
-try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-except SystemExit as exit:
-    print(exit.code, [m for m in {heavy!r} if m in sys.modules])
-"""
 
 
 def run_as_script(*argv: str) -> subprocess.CompletedProcess:
-    code = AS_SCRIPT.format(example=str(EXAMPLE), argv=list(argv), heavy=HEAVY)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    return script_runs.run_as_script(EXAMPLE, argv, HEAVY)
 
 
 def test_help_and_bad_settings_come_before_torch_and_trl_load(example):

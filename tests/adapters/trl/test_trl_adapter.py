@@ -21,6 +21,7 @@ from gem_adapters.trl import (
     GEMGRPOConfig,
     GEMGRPOTrainer,
     episode_to_sample,
+    mixed_tasks_dataset,
     parse_task_prompt,
     task_prompt,
     tasks_dataset,
@@ -28,6 +29,7 @@ from gem_adapters.trl import (
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 TEST_ENV = "test:ActionLength-v0"
+SCALED_ENV = "test:ActionLengthX10-v0"  # the same game, rewards 10x: a mixture's envs on different scales
 GAME = "game:GuessTheNumber-v1-easy"
 
 
@@ -48,11 +50,19 @@ class ActionLengthEnv(gem_core.Env):
         return "x" * self.action_rng.randint(0, 9)
 
 
+class ScaledActionLengthEnv(ActionLengthEnv):
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        return observation, 10 * reward, terminated, truncated, info
+
+
 @pytest.fixture(scope="module", autouse=True)
 def action_length_env():
     gem_core.register(TEST_ENV, ActionLengthEnv, description="test env: reward by action length")
+    gem_core.register(SCALED_ENV, ScaledActionLengthEnv, description="test env: ten times the reward")
     yield
     gem_core.unregister(TEST_ENV)
+    gem_core.unregister(SCALED_ENV)
 
 
 class ProbeTrainer(GEMGRPOTrainer):
@@ -217,6 +227,63 @@ def test_grpo_advantages_are_the_shared_modules(tokenizer, tmp_path):
     check_shared_advantages(trainer, "grpo")
 
 
+def test_mixed_tasks_dataset_equal_shares_own_seeds_and_deterministic():
+    envs = [GAME, TEST_ENV, SCALED_ENV]
+    rows = mixed_tasks_dataset(envs, 4, first_seed=100)
+    assert len(rows) == 12 and rows["env_id"] == envs * 4  # round-robin: every 3 rows hold one of each
+    for env in envs:  # each env plays the seeds its own dataset would
+        assert [s for e, s in zip(rows["env_id"], rows["seed"]) if e == env] == tasks_dataset(env, 4, 100)[
+            "seed"
+        ]
+    assert [parse_task_prompt(p) for p in rows["prompt"]] == list(zip(rows["env_id"], rows["seed"]))
+    assert mixed_tasks_dataset(envs, 4, first_seed=100)["prompt"] == rows["prompt"]
+    with pytest.raises(ValueError, match="distinct env ids"):
+        mixed_tasks_dataset([GAME, GAME], 2)
+
+
+def test_rebn_per_env_step_on_a_mixed_dataset(tokenizer, tmp_path):
+    """A real step on two envs whose rewards differ tenfold: each row's task env id is its stratum, a
+    GRPO group stays within one env, and the advantages are the shared rebn_per_env's."""
+    from gem_adapters.runtime.models import tiny_causal_lm
+
+    config = GEMGRPOConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=12, num_generations=3, max_steps=1,
+        learning_rate=1e-3, max_turn_tokens=6, gradient_checkpointing=False, report_to=[],
+        save_strategy="no", logging_steps=1, seed=0, disable_tqdm=True, gamma=0.9,
+        advantage_estimator="rebn_per_env", shuffle_dataset=False,
+    )  # fmt: skip
+    trainer = ProbeTrainer(
+        model=tiny_causal_lm(tokenizer, seed=0),
+        args=config,
+        train_dataset=mixed_tasks_dataset([TEST_ENV, SCALED_ENV], 4),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    (rows, output), inputs = trainer.scored[0], trainer.loss_inputs[0]
+    episodes = [row["episode"] for row in rows]
+    strata = [e.env_id for e in episodes]
+    assert sorted(strata) == [TEST_ENV] * 6 + [SCALED_ENV] * 6  # equal shares in the step (no shuffle)
+    groups = [parse_task_prompt(row["prompt"]) for row in rows]
+    assert all(g[0] == env for g, env in zip(groups, strata))  # every group within one env
+    rewards = [[t.reward for t in e.turns] for e in episodes]
+    per_env = compute_advantages("rebn_per_env", rewards, gamma=0.9, strata=strata)
+    width = output["completion_ids"].size(1)
+    expected = torch.tensor(
+        np.stack([expected_token_advantages(e, a, width) for e, a in zip(episodes, per_env)]),
+        dtype=torch.float32,
+    )
+    torch.testing.assert_close(output["advantages"], expected)
+    assert sorted(map(tuple, inputs["advantages"].tolist())) == sorted(map(tuple, expected.tolist()))
+    # Each env's turns are z-scored on their own (mean 0, std 1); one ReBN over both would not be.
+    flat, where = np.concatenate(per_env), np.repeat(strata, [len(r) for r in rewards])
+    for env in (TEST_ENV, SCALED_ENV):
+        assert abs(flat[where == env].mean()) < 1e-9 and flat[where == env].std() == pytest.approx(
+            1, abs=1e-4
+        )
+    plain = np.concatenate(compute_advantages("rebn", rewards, gamma=0.9))
+    assert abs(plain[where == TEST_ENV].mean()) > 0.1
+
+
 def test_episode_samples_and_logged_metrics(rebn_run):
     trainer = rebn_run[0]
     rows, _ = trainer.scored[0]
@@ -264,7 +331,7 @@ def test_reward_funcs_are_refused_with_where_the_rewards_come_from(rebn_run, tok
 
 def test_the_learner_shares_prefixes_with_the_padded_forwards_loss(rebn_run):
     """One forward over the batch's prefix tree gives TRL's padded forward's loss and gradients."""
-    from tests.adapters.test_prefix_tree import assert_same_gradient
+    from tests.adapters.algorithms.test_prefix_tree import assert_same_gradient
 
     trainer = rebn_run[0]
     inputs = trainer.loss_inputs[0]

@@ -32,7 +32,7 @@ from gem_adapters.trl import (  # noqa: E402
     task_prompt,
     tasks_dataset,
 )
-from tests.adapters.test_multimodal import FigureTwice  # noqa: E402
+from tests.adapters.policies.test_multimodal import FigureTwice  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 ENV = "math:GeometryFigures-v0-easy"

@@ -16,7 +16,7 @@ pytest.importorskip("trl")
 from gem_adapters.algorithms.advantages import compute_advantages
 from gem_adapters.trl import GEMGRPOTrainer
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 ENV_ID = "game:GuessTheNumber-v1-easy"
 
 
@@ -75,15 +75,15 @@ def test_gigpo_trains_in_trl_on_the_recorded_state_keys(tokenizer, tmp_path):
 
 def test_trl_example_trains_on_a_scorers_turn_rewards_with_none(tmp_path):
     example = load_example("per_turn_rewards_trl")
-    args = example.Args(
-        model="tiny",
-        steps=1,
-        episodes_per_step=6,
-        num_generations=3,
-        max_turn_tokens=6,
-        output_dir=str(tmp_path),
-    )
-    trainer = example.main(args)
+    args, config = example.parse_args(
+        [
+            "--model", "tiny", "--max_steps", "1", "--per_device_train_batch_size", "6",
+            "--num_generations", "3", "--max_turn_tokens", "6", "--output_dir", str(tmp_path),
+        ]
+    )  # fmt: skip
+    assert (config.advantage_estimator, config.gamma, config.learning_rate) == ("rebn", 0.9, 1e-5)  # DEFAULTS
+    trainer = example.main(args, config)
+    assert trainer.state.global_step == 1 and len(trainer.last_episodes) == 6
     episodes = trainer.last_episodes
     turn_rewards = [example.judge(e) for e in episodes]  # the scorer's answers, None included
     assert [[t.reward for t in e.turns] for e in episodes] == [
@@ -95,6 +95,24 @@ def test_trl_example_trains_on_a_scorers_turn_rewards_with_none(tmp_path):
     np.testing.assert_allclose(
         trainer.last_advantages.numpy(), token_rows(episodes, per_turn, width), rtol=1e-5, atol=1e-6
     )
+
+
+def test_trl_examples_command_line_is_trls():
+    example = load_example("per_turn_rewards_trl")
+    args, config = example.parse_args(
+        ["--env_id", ENV_ID, "--max_steps", "4", "--advantage_estimator", "grpo"]
+    )
+    assert (args.model, args.env_id, config.max_steps, config.advantage_estimator) == (
+        "smollm2",
+        ENV_ID,
+        4,
+        "grpo",
+    )
+    assert (config.generation_batch_size, config.num_generations, config.max_turn_tokens) == (8, 4, 24)
+    for argv in (["--steps", "4"], ["--advantage_estimator", "gem_nope"]):  # not a flag; not an estimator
+        with pytest.raises(SystemExit) as exit:
+            example.parse_args(argv)
+        assert exit.value.code == 2
 
 
 @pytest.mark.parametrize("estimator", ["rebn", "grpo", "reinforce", "rloo"])

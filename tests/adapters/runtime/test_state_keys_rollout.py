@@ -13,7 +13,7 @@ from gem_adapters.algorithms.advantages import advantages_for_episodes, compute_
 from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.episodes.episode import Episode
 from gem_adapters.runtime.rollout import aplay_episode, arollout, rollout
-from tests.adapters.test_rollout import BinarySearchPlayer, as_callback
+from tests.adapters.runtime.test_rollout import BinarySearchPlayer, as_callback
 
 ENV_ID = "game:GuessTheNumber-v1-easy"
 

@@ -16,7 +16,7 @@ import pytest
 
 from gem_adapters.algorithms.advantages import ESTIMATORS, estimator_names, get_estimator, register_estimator
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "custom-estimators.md"
+GUIDE = Path(__file__).resolve().parents[3] / "docs" / "custom-estimators.md"
 
 
 def guide_plugin() -> str:

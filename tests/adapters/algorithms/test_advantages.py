@@ -259,6 +259,7 @@ def test_every_estimator_reads_none_as_a_zero_reward(name):
         group_ids=[0, 0, 1, 1],
         values=[[0.1, 0.2, 0.3], [0.4, 0.5], [0.6], [0.7, 0.8]],
         state_keys=[["s", "t", "u"], ["s", "t"], ["s"], ["s", "v"]],
+        strata=["a", "b", "a", "b"],  # rebn_per_env's env of each episode
     )
     with_none = compute_advantages(name, TURN_REWARDS, **kwargs)
     filled = compute_advantages(name, FILLED, **kwargs)
@@ -272,6 +273,7 @@ def test_every_estimator_reads_none_as_a_zero_reward(name):
         group_ids=np.repeat([0, 0, 1, 1], lengths),
         values=[x for v in kwargs["values"] for x in v],
         state_keys=[x for k in kwargs["state_keys"] for x in k],
+        strata=np.repeat(["a", "b", "a", "b"], lengths),
         gamma=0.9,
         lam=0.8,
     )
@@ -415,8 +417,9 @@ def test_numpy_and_torch_give_identical_numbers(episode_rewards, gamma, lam, gro
     r, e, g, v = rewards[order], episode_ids[order], group_ids[order], values[order]
     keys = [rnd.choice([None, "a", "b", ("c", 1)]) for _ in rewards]  # state keys (GiGPO), None: no anchor
     k = [keys[i] for i in order]
+    strata = episode_ids % 2  # two envs (rebn_per_env)
     for name in ESTIMATORS:
-        kwargs = dict(group_ids=g, values=v, state_keys=k, gamma=gamma, lam=lam)
+        kwargs = dict(group_ids=g, values=v, state_keys=k, strata=strata[order], gamma=gamma, lam=lam)
         ref = compute_advantages_flat(name, r, e, **kwargs)
         out = compute_advantages_flat(
             name,
@@ -425,6 +428,7 @@ def test_numpy_and_torch_give_identical_numbers(episode_rewards, gamma, lam, gro
             group_ids=torch.from_numpy(g),
             values=torch.from_numpy(v),
             state_keys=k,
+            strata=torch.from_numpy(strata[order]),
             gamma=gamma,
             lam=lam,
         )
@@ -438,6 +442,7 @@ def test_numpy_and_torch_give_identical_numbers(episode_rewards, gamma, lam, gro
             group_ids=group_ids,
             values=values,
             state_keys=keys,
+            strata=strata,
             gamma=gamma,
             lam=lam,
         )
