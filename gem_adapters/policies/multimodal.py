@@ -101,6 +101,22 @@ def vision_inputs(
     return {k: v for k, v in encoded.items() if k not in token_level}
 
 
+def media_token_ids(model: Any, processor: Any) -> list[int]:
+    """The ids of the model's image and video placeholder tokens (its config's, else its processor's)."""
+    ids = set()
+    for name in ("image_token_id", "image_token_index", "video_token_id", "video_token_index"):
+        value = getattr(model.config, name, None)
+        if isinstance(value, int) and value >= 0:
+            ids.add(value)
+    for name in ("image_token", "video_token"):
+        token = getattr(processor, name, None)
+        if token:
+            token_id = processor.tokenizer.convert_tokens_to_ids(token)
+            if isinstance(token_id, int) and token_id != processor.tokenizer.unk_token_id:
+                ids.add(token_id)
+    return sorted(ids)
+
+
 class VisionLanguagePolicy(Policy):
     """Sampling from a Hugging Face vision-language model; a prompt's images are its ``.images``
     (``PromptIds`` from ``ChatRenderer(processor)``; a plain id list is a text-only prompt).
@@ -120,6 +136,7 @@ class VisionLanguagePolicy(Policy):
         )
         eos = processor.tokenizer.eos_token_id
         self.default_stop_ids = () if eos is None else (int(eos),)
+        self.media_token_ids = media_token_ids(model, processor)
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Generation]:
         import torch
@@ -158,6 +175,9 @@ class VisionLanguagePolicy(Policy):
                 inputs = {}  # the image features are in the cache after the first step
                 past = out.past_key_values
                 logits = out.logits[:, -1, :].float()
+                # A media placeholder is never an action: one in a completion (a random policy samples
+                # it) would stand for an image the batch does not hold, and the learner's forward fails.
+                logits[:, self.media_token_ids] = float("-inf")
                 next_id = sample(logits, params, generator)
                 tokens.append(int(next_id[0]))
                 logprobs.append(float(torch.log_softmax(logits, dim=-1)[0, next_id[0]]))

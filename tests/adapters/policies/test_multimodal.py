@@ -5,6 +5,7 @@ TRL: ``tests/adapters/trl/test_trl_vision.py``.)"""
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -186,3 +187,27 @@ def test_arollout_plays_image_envs_like_rollout(llava, renderer):
         arollout([ENV], VisionLanguagePolicy(model, processor, seed=4), renderer, seeds=[9], max_new_tokens=5)
     )
     assert asynchronous.to_sequence() == sync.to_sequence() and asynchronous.images() == sync.images()
+
+
+def test_the_policy_never_samples_an_image_placeholder(renderer, tokenizer):
+    """A policy that prefers the image token above all still writes none: one in a completion would stand
+    for an image the batch does not hold, and the learner's forward over the episode would fail."""
+    model, processor = tiny_llava(tokenizer, seed=0)
+    placeholder = image_id(processor)
+    hook = model.lm_head.register_forward_hook(
+        lambda module, args, out: out.index_fill(-1, torch.tensor([placeholder]), 1e4)
+    )
+    try:
+        episodes = rollout(
+            [ENV, ENV],
+            VisionLanguagePolicy(model, processor, seed=0),
+            renderer,
+            seeds=[3, 4],
+            max_new_tokens=8,
+        )
+    finally:
+        hook.remove()
+    for episode in episodes:
+        assert episode.to_sequence().token_ids.count(placeholder) == IMAGE_TOKENS  # the prompt's, no more
+        assert placeholder not in episode.turns[0].action_ids
+        assert all(math.isfinite(lp) for lp in episode.turns[0].logprobs)
