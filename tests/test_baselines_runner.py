@@ -450,3 +450,10 @@ def test_every_tables_result_files_can_be_committed(table):
     names = [str(p.relative_to(repo)) for p in paths]
     ignored = subprocess.run(["git", "check-ignore", *names], cwd=repo, capture_output=True, text=True)
     assert ignored.returncode == 1 and not ignored.stdout, f"ignored by .gitignore: {ignored.stdout}"
+
+
+def test_a_line_gets_its_verdict_only_when_every_seed_of_its_row_has_run():
+    row = {"seeds": [0, 1, 2]}
+    runs = [summary(s, b, a, row=row) for s, (b, a) in enumerate([(0.2, 0.5), (0.3, 0.6), (0.4, 0.9)])]
+    assert results.table_line(runs[:2])["verdict"] == "2 of 3 seeds so far"
+    assert results.table_line(runs)["verdict"] in VERDICTS

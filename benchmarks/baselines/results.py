@@ -41,7 +41,8 @@ Verdict, measured (``verdict``): "learns" when the paired after - before success
 and the curve reached its plateau within the first half of the budget; "learns slowly" when the interval
 lies above 0 and the curve plateaued in the second half, is still rising, or is still falling (held-out
 success rose while the training curve is going down at the budget: not settled either); "does not learn" otherwise
-(no clear change, or fell); "one seed" below two seeds. Each row's verdict set before the run is
+(no clear change, or fell); "one seed" below two seeds; "k of n seeds so far" while a row's seeds are
+still running (no verdict until every seed has run). Each row's verdict set before the run is
 ``Row.verdict`` (``rows.py``); the README's table shows both.
 """
 
@@ -236,7 +237,9 @@ def table_line(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "return_after": mean(r["after"]["return"] for r in runs),
         "wall_s": sum(r["wall_s"] for r in runs),
         "plateau_step": found["step"],
-        "verdict": verdict(change(runs)["verdict"], found, len(curve)),
+        "verdict": verdict(change(runs)["verdict"], found, len(curve))
+        if len(runs) >= len(first.get("row", {}).get("seeds", ()))
+        else f"{len(runs)} of {len(first['row']['seeds'])} seeds so far",
         "mixture": first.get("mixture", ""),
     }
 
