@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -61,8 +62,9 @@ def test_table_line_and_file(tmp_path):
     assert list(rows[0]) == results.TABLE_COLUMNS == [
         "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
         "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict", "mixture",
+        "change",
     ]  # fmt: skip
-    assert rows[0]["mixture"] == ""  # a single-env line
+    assert rows[0]["mixture"] == rows[0]["change"] == ""  # a single-env line of a row trying no change
     assert rows[0]["success_after"] == "0.75" and rows[1]["after_lo"] == rows[1]["after_hi"] == ""
     assert line["plateau_step"] == "" and line["verdict"] == "learns"  # no curve files: no plateau step
     assert one["verdict"] == "one seed"
@@ -247,8 +249,9 @@ def test_table_line_reads_the_plateau_from_the_runs_curves(tmp_path):
 
 
 def test_the_plateau_table_meets_the_issue_budgets():
-    assert len(PLATEAU) == len({r.env_id for r in PLATEAU}) == 24
-    assert {r.env_id for r in PLATEAU} == {r.env_id for r in ENVS}
+    envs = [r for r in PLATEAU if not r.change]
+    assert len(envs) == len({r.env_id for r in envs}) == 24
+    assert {r.env_id for r in envs} == {r.env_id for r in ENVS}
     for row in PLATEAU:
         assert row.verdict in VERDICTS and row.expectation.startswith(row.verdict)
         assert row.gamma == 0.9 and len(row.seeds) == 3 and "rebn" in row.estimators
@@ -259,7 +262,7 @@ def test_the_plateau_table_meets_the_issue_budgets():
     # GRPO beside ReBN on >= 4 envs, each where today's ReBN line rose (its paired interval above 0)
     with open(results.RESULTS / "table.csv") as f:
         today = {(t["env_id"], t["policy"]): t for t in csv.DictReader(f) if t["estimator"] == "rebn"}
-    grpo = [r for r in PLATEAU if "grpo" in r.estimators]
+    grpo = [r for r in envs if "grpo" in r.estimators]
     assert len(grpo) >= 4
     for row in grpo:
         line = today[(row.env_id, row.policy)]
@@ -269,8 +272,53 @@ def test_the_plateau_table_meets_the_issue_budgets():
 def test_plateau_rows_run_in_their_own_folder_and_are_found_by_table():
     assert results.results_dir("plateau") == results.RESULTS / "plateau"
     assert results.results_dir("envs") == results.results_dir("check") == results.RESULTS
-    names = {r.name for r in PLATEAU}
+    names = {r.name for r in PLATEAU if not r.change}
     assert names <= {r.name for r in ENVS}  # the same names: hence the folder of its own and ``one --table``
+
+
+def test_a_tried_change_is_its_base_row_with_one_change_in_a_folder_of_its_own():
+    base = {r.name: r for r in PLATEAU if not r.change}
+    tried = [r for r in PLATEAU if r.change]
+    with open(results.results_dir("plateau") / "table.csv") as f:
+        measured = {
+            (t["env_id"], t["policy"]): t["verdict"]
+            for t in csv.DictReader(f)
+            if t["estimator"] == "rebn" and not t.get("change")
+        }
+    assert tried and len({r.name for r in PLATEAU}) == len(PLATEAU)
+    for row in tried:
+        original = base[row.base_name]
+        assert row.name == f"{original.name}--{row.change}" and row.estimators == ("rebn",)
+        assert (
+            measured[(original.env_id, original.policy)] == "does not learn"
+        )  # tried where it did not learn
+        assert row.seeds == original.seeds and row.steps == original.steps
+        different = {k for k in vars(original) if getattr(original, k) != getattr(row, k)} - {
+            "change",
+            "estimators",
+            "verdict",
+            "expectation",
+        }
+        assert len(different) == 1, different  # one change at a time
+    # a change row is planned from its base row's runs
+    text = plan_markdown("plateau")
+    assert "not measured" not in text
+
+
+def test_the_report_puts_a_tried_change_after_its_row(tmp_path):
+    base = next(r for r in PLATEAU if r.name == "rg_sum-learn--small")
+    tried = next(r for r in PLATEAU if r.base_name == base.name and r.change)
+    for row in (tried, base):
+        for seed in (0, 1, 2):
+            stem = results.run_stem(tmp_path, row.name, "trl", "rebn", seed)
+            stem.parent.mkdir(parents=True, exist_ok=True)
+            record = summary(seed, 0.1, 0.2 + 0.3 * bool(row.change), row=asdict(row), env_id=row.env_id)
+            stem.with_suffix(".json").write_text(json.dumps(record))
+    report("plateau", tmp_path)
+    with open(tmp_path / "table.csv") as f:
+        lines = list(csv.DictReader(f))
+    assert [line["change"] for line in lines] == ["", tried.change]
+    assert float(lines[1]["success_after"]) > float(lines[0]["success_after"])
 
 
 def test_schedule_and_plan():

@@ -7,7 +7,8 @@ Layout under ``benchmarks/results/baselines_trained/`` (``RESULTS``)::
     runs/<row>/<framework>-<estimator>-seed<k>.log    its console output
     curves/<row>--<framework>-<estimator>.csv         the row's curve: mean, min, max over seeds per step
     runs/<row>/<framework>-<estimator>-seed<k>--<part>.csv   a mixture run: its env <part>'s share of each step
-    table.csv                                         one line per env x framework x estimator (x policy)
+    table.csv                                         one line per env x framework x estimator (x policy,
+                                                      x the change a row tries: ``Row.change``)
     grid.png                                          every row's success curve, mean and min-max over seeds
 
 Another framework's runner adds its rows by writing the same ``.csv``/``.json`` pair (``framework`` set
@@ -72,6 +73,7 @@ def results_dir(table: str) -> Path:
 TABLE_COLUMNS = [
     "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
     "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict", "mixture",
+    "change",
 ]  # fmt: skip
 PLATEAU_MIN_STEPS = 6
 PLATEAU_MIN_TOLERANCE = 0.02
@@ -241,6 +243,7 @@ def table_line(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if len(runs) >= len(first.get("row", {}).get("seeds", ()))
         else f"{len(runs)} of {len(first['row']['seeds'])} seeds so far",
         "mixture": first.get("mixture", ""),
+        "change": first.get("row", {}).get("change", ""),
     }
 
 

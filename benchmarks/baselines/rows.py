@@ -59,6 +59,7 @@ class Row:
     verdict: str = ""  # set before the run: "learns" | "learns slowly" | "does not learn" (VERDICTS)
     parts: tuple[Row, ...] = ()  # a mixture: the single-env rows whose envs it trains on at once
     compare_table: str | None = None  # a mixture: the table whose lines of the parts it is compared with
+    change: str = ""  # a row that tries one change on the row of its env and policy (``tried``): its slug
 
     @property
     def env_ids(self) -> tuple[str, ...]:
@@ -66,12 +67,17 @@ class Row:
         return tuple(p.env_id for p in self.parts) if self.parts else (self.env_id,)
 
     @property
-    def name(self) -> str:
-        """The row's folder name: env id and policy, as a file name."""
+    def base_name(self) -> str:
+        """Env id and policy, as a file name: the name of the row without its change."""
         return re.sub(r"[^A-Za-z0-9.+-]+", "_", f"{self.env_id}--{self.policy}")
 
+    @property
+    def name(self) -> str:
+        """The row's folder name: ``base_name``, then the change's slug if it tries one."""
+        return f"{self.base_name}--{self.change}" if self.change else self.base_name
+
     def label(self, estimator: str) -> str:
-        return f"{self.env_id} [{self.policy}, {estimator}]"
+        return f"{self.env_id} [{self.policy}{', ' + self.change if self.change else ''}, {estimator}]"
 
 
 def _small(env_id: str, category: str, task: str, **settings) -> Row:
@@ -586,6 +592,49 @@ PLATEAU = [
         "does not learn",
         expectation="does not learn: the random-init 3M LLaVA never writes a boxed answer, every reward "
         "is 0 and every ReBN advantage 0; 24 steps x 16 confirm it at 0.02 machine-hours",
+    ),
+]
+
+
+def _tried(name: str, change: str, verdict: str, expectation: str, **settings) -> Row:
+    """The plateau row ``name`` trying one change (``settings``, slug ``change``) where it did not learn:
+    ReBN, the same budget and seeds; its verdict and expectation set before it runs."""
+    assert verdict in VERDICTS, verdict
+    base = next(r for r in PLATEAU if r.name == name)
+    return replace(
+        base, **settings, change=change, estimators=("rebn",), verdict=verdict, expectation=expectation
+    )
+
+
+# The smallest change tried on each row that did not learn (issue 58, item 2), from the diagnosis of the
+# batches RL starts from (``diagnose``: results in plateau/diagnoses/).
+PLATEAU += [
+    _tried(
+        "game_GuessTheNumber-v1-easy--small",
+        "warmup-x4",
+        "learns",
+        small_warmup_steps=1600,
+        expectation="learns: diagnosis of the 400-step warm-up: 45% of its guesses after the first contradict "
+        "an earlier hint (its scripted player's: none), while every group of a batch has a signal; RL did "
+        "not teach hint-keeping in 120 steps. A 4x longer warm-up (1,600 SFT steps) should bring the "
+        "policy nearer its player's ~0.77, from where RL has the remaining mistakes to remove",
+    ),
+    _tried(
+        "game_GuessTheNumber-v1-hard--small",
+        "warmup-x4",
+        "learns slowly",
+        small_warmup_steps=1600,
+        expectation="learns slowly: as GuessTheNumber-easy, 53% of the warm-up's later guesses contradict a "
+        "hint (1-50, 7 turns); a 4x longer warm-up first",
+    ),
+    _tried(
+        "rg_sum-learn--small",
+        "warmup-x4",
+        "learns slowly",
+        small_warmup_steps=1600,
+        expectation="learns slowly: diagnosis: the warm-up policy answers 1.6% right (its player: ~30%), so "
+        "1 group in 8 holds a reward and RL sees almost no signal; a 4x longer warm-up should reach the "
+        "player's rate and give most groups a signal",
     ),
 ]
 

@@ -6,6 +6,7 @@
     python -m benchmarks.baselines plan [envs]
     python -m benchmarks.baselines run plateau --workers 2      # issue 58's campaign, in results/.../plateau/
     python -m benchmarks.baselines run mixture --workers 2      # one policy on 4 plateau envs, in .../mixture/
+    python -m benchmarks.baselines diagnose plateau ROW [--seed 0]  # what RL starts from (diagnose.py)
 
 ``run`` trains every (row, estimator, seed) of the table whose summary JSON does not exist yet, one
 process per run with ``OMP_NUM_THREADS=1``; ``--workers`` rows at a time, a row's runs one after the
@@ -49,6 +50,7 @@ from benchmarks.baselines.train_run import SMOKE_WARMUP_EPISODES
 REPO = Path(__file__).resolve().parents[2]
 README_TABLE = ("<!-- table:start -->", "<!-- table:end -->")
 README_PLAN = ("<!-- plan:start -->", "<!-- plan:end -->")
+README_DIAGNOSES = ("<!-- diagnoses:start -->", "<!-- diagnoses:end -->")
 SMOKE_COLUMNS = [
     "row", "policy", "estimator", "steps", "episodes_per_step", "seconds_per_step", "warmup_s", "overhead_s",
     "eval_s_per_episode", "wall_s", "episodes_played", "success_first", "success_last", "return_min",
@@ -204,6 +206,8 @@ def table_markdown(table: str, keys: list[tuple], groups: dict[tuple, list[dict]
         delta = results.change(runs)
         row = rows.get(key[0])
         env = f"{line['env_id']} in {row.env_id}" if row and row.parts else line["env_id"]
+        if line["change"]:
+            env += f" ({line['change']})"
         lines.append(
             f"| {env} | {row.category if row else ''} | {line['policy']} | {line['framework']} | "
             f"{line['estimator']} | {line['seeds']} | {line['steps']} x {runs[0]['episodes_per_step']} | "
@@ -230,13 +234,15 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
     groups = results.grouped(results.read_summaries(results_dir) + compared_summaries(table))
     mixtures = {row.name for row in TABLES[table] if row.parts}
     envs = {env: i for i, env in enumerate(dict.fromkeys(e for row in TABLES[table] for e in row.env_ids))}
-    order = {row.name: i for i, row in enumerate(TABLES[table])}
+    order = {row.name: i for i, row in enumerate(TABLES[table]) if not row.change}
+    base_of = {row.name: row.base_name for row in TABLES[table]}
 
     def order_key(k: tuple) -> tuple:
         estimator = (k[3] != "rebn", k[3])
         if mixtures:  # by env, its single-env lines first, then the mixtures'
             return (envs.get(k[1], len(envs)), k[1], k[0] in mixtures, k[0], *estimator)
-        return (order.get(k[0], len(order)), k[0], k[2] != FRAMEWORK, k[2], *estimator)
+        base = base_of.get(k[0], k[0])  # a row trying a change: right after the row it changes
+        return (order.get(base, len(order)), base, k[0] != base, k[0], k[2] != FRAMEWORK, k[2], *estimator)
 
     keys = sorted(groups, key=order_key)
     table_path = results_dir / "table.csv"
@@ -247,7 +253,10 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
         curve = results.combine_curves(results.seed_curves([r["_stem"] for r in groups[key]]))
         if curve:
             mixture = "mixture " if key[0] in mixtures else ""
-            label = f"{mixture}{framework} {estimator} ({len(groups[key])} seeds)"
+            change = groups[key][0].get("row", {}).get("change", "")
+            label = (
+                f"{mixture}{framework} {estimator}{' ' + change if change else ''} ({len(groups[key])} seeds)"
+            )
             panels.setdefault(f"{env_id} ({policy})", {})[label] = curve
     written = [table_path]
     if panels:
@@ -257,6 +266,11 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
     if readme.exists() and README_TABLE[0] in readme.read_text():
         replace_section(readme, README_TABLE, table_markdown(table, keys, groups))
         written.append(readme)
+    if readme.exists() and README_DIAGNOSES[0] in readme.read_text():
+        from benchmarks.baselines.diagnose import diagnoses_markdown
+
+        replace_section(readme, README_DIAGNOSES, diagnoses_markdown(results_dir))
+        written += sorted((results_dir / "diagnoses").glob("*.json"))
     print(f"{len(keys)} table rows -> {table_path}", flush=True)
     return written
 
@@ -350,12 +364,12 @@ LONG_STEP_SPEEDUP = 2.0
 
 
 def measured_from_runs(row: Row, results_dir: Path = results.RESULTS) -> dict[str, Any] | None:
-    """A smoke-line-like measurement of ``row`` from the finished runs of the row of the same name under
+    """A smoke-line-like measurement of ``row`` from the finished runs of the row of the same base name under
     ``results_dir/runs`` (the ``envs`` table's, every estimator and seed), with the episodes per step
     and warm-up episodes they ran at (``ref_episodes_per_step``, ``ref_warmup_episodes``)."""
-    runs = [
+    runs = [  # a row trying a change is planned from the runs of the row it changes
         json.loads(p.read_text())
-        for p in sorted((results_dir / "runs" / row.name).glob(f"{FRAMEWORK}-*.json"))
+        for p in sorted((results_dir / "runs" / row.base_name).glob(f"{FRAMEWORK}-*.json"))
     ]
     if not runs:
         return None
@@ -513,6 +527,11 @@ def main(argv: list[str] | None = None) -> None:
             sub.add_argument("--steps", type=int, default=2)
         if name == "plan":
             sub.add_argument("--workers", type=int, default=2, help="rows at a time in the schedule")
+    diagnose = commands.add_parser("diagnose", help="the row's warmed-up policy on one training batch")
+    diagnose.add_argument("table", choices=sorted(TABLES))
+    diagnose.add_argument("row", help="a row name (e.g. game_GuessTheNumber-v1-easy--small)")
+    diagnose.add_argument("--seed", type=int, default=0)
+    diagnose.add_argument("--results", type=Path, help="results folder (default: the table's)")
     one = commands.add_parser("one", help="one run (what `run` starts in a process of its own)")
     one.add_argument("row")
     one.add_argument("estimator")
@@ -538,6 +557,14 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"no row named {args.row!r} in any table")
         summary = train(row, args.estimator, args.seed, args.out, steps=args.steps, smoke=args.smoke)
         print(json.dumps({k: summary[k] for k in ("before", "after", "steps", "seconds_per_step", "wall_s")}))
+    elif args.command == "diagnose":
+        from benchmarks.baselines.diagnose import diagnose
+
+        row = next((r for r in TABLES[args.table] if r.name == args.row), None)
+        if row is None:
+            raise SystemExit(f"no row named {args.row!r} in {args.table}")
+        out = diagnose(row, args.seed, args.results)
+        print(json.dumps(json.loads(out.read_text())["stats"], indent=1), f"\n-> {out}")
     elif args.command == "run":
         run(args.table, args.rows, args.workers, Git(not args.no_commit), args.results)
     elif args.command == "report":

@@ -55,7 +55,8 @@ EVAL_KEYS = (
 )
 CURVE_COLUMNS = [
     "step", "wall_s", "step_s", "success_rate", "return", "turns", "format_error_rate", "invalid_move_rate",
-    "stopped_by_context", "generated_tokens_per_episode", "loss", "entropy", "grad_norm", "lr",
+    "stopped_by_context", "generated_tokens_per_episode", "length_cut_rate", "rewarded_turn_rate",
+    "groups_with_signal", "loss", "entropy", "grad_norm", "lr",
 ]  # fmt: skip
 
 

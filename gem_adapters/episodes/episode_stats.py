@@ -18,12 +18,21 @@
                                   context or response budget (``stopped_by == "max_context_tokens"``)
   ``template_rewrites_history``   how many episodes the chat template renders differently from the
                                   tokens as generated (``Episode.template_rewrites_history``)
+  ``length_cut_rate``             share of turns cut off by the token budget instead of ending on a
+                                  stop token (``Turn.finish_reason == "length"``)
+  ``rewarded_turn_rate``          share of turns with a non-zero reward
+  ``groups_with_signal``          share of the groups of episodes that played the same task (env id
+                                  and seed; groups of two or more; unseeded episodes belong to none)
+                                  whose returns differ: the groups that give a group-relative
+                                  estimator (GRPO, RLOO) anything to learn from; 0.0 where no task
+                                  was played twice
 
 Rates over turns weigh every turn equally, so long episodes count more than short ones.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 from gem_adapters.episodes.episode import Episode
@@ -46,4 +55,16 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, float]:
         "stopped_by_max_turns": float(sum(e.info.get("stopped_by") == "max_turns" for e in episodes)),
         "stopped_by_context": float(sum(e.info.get("stopped_by") == "max_context_tokens" for e in episodes)),
         "template_rewrites_history": float(sum(e.template_rewrites_history for e in episodes)),
+        "length_cut_rate": sum(t.finish_reason == "length" for t in turns) / m,
+        "rewarded_turn_rate": sum(t.reward != 0 for t in turns) / m,
+        "groups_with_signal": _groups_with_signal(episodes),
     }
+
+
+def _groups_with_signal(episodes: Sequence[Episode]) -> float:
+    returns: dict[tuple, list[float]] = defaultdict(list)
+    for e in episodes:
+        if e.seed is not None:  # an episode without a seed has no task to share
+            returns[(e.env_id, e.seed)].append(e.total_reward)
+    groups = [r for r in returns.values() if len(r) > 1]
+    return sum(max(r) != min(r) for r in groups) / len(groups) if groups else 0.0

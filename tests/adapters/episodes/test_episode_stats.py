@@ -8,9 +8,15 @@ from gem_adapters.episodes.episode import Episode, Turn
 from gem_adapters.episodes.episode_stats import episode_stats
 
 
-def turn(reward: float, generated: int, **info) -> Turn:
+def turn(reward: float, generated: int, finish_reason: str = "stop", **info) -> Turn:
     return Turn(
-        observation="obs", action="a", prompt_ids=[7], action_ids=[1] * generated, reward=reward, info=info
+        observation="obs",
+        action="a",
+        prompt_ids=[7],
+        action_ids=[1] * generated,
+        reward=reward,
+        info=info,
+        finish_reason=finish_reason,
     )
 
 
@@ -20,7 +26,7 @@ def episodes() -> list[Episode]:
         template_rewrites_history=True,
     )
     stopped = Episode(
-        turns=[turn(0.5, 4, invalid_move=True), turn(0.0, 1), turn(-1.0, 5, invalid_move=False)],
+        turns=[turn(0.5, 4, "length", invalid_move=True), turn(0.0, 1), turn(-1.0, 5, invalid_move=False)],
         info={"stopped_by": "max_turns"},
     )
     cut = Episode(
@@ -43,6 +49,9 @@ def test_hand_checked_numbers():
         "stopped_by_max_turns": 1.0,
         "stopped_by_context": 1.0,
         "template_rewrites_history": 1.0,
+        "length_cut_rate": pytest.approx(1 / 6),
+        "rewarded_turn_rate": pytest.approx(4 / 6),
+        "groups_with_signal": 0.0,  # unseeded episodes: no task is played twice
     }
 
 
@@ -56,3 +65,17 @@ def test_an_empty_batch_and_an_episode_without_turns_give_zeros():
     stats = episode_stats([Episode(info={"stopped_by": "max_context_tokens"})])
     assert stats["episodes"] == 1.0 and stats["turns"] == 0.0 and stats["format_error_rate"] == 0.0
     assert stats["stopped_by_context"] == 1.0
+
+
+def test_groups_with_signal_counts_tasks_played_more_than_once_whose_returns_differ():
+    def played(seed: int, reward: float, env_id: str = "game:A") -> Episode:
+        return Episode(env_id=env_id, seed=seed, turns=[turn(reward, 1)])
+
+    batch = [
+        *(played(0, r) for r in (1.0, 0.0)),  # differs: signal
+        *(played(1, r) for r in (0.0, 0.0, 0.0)),  # all lost: no signal
+        played(1, 1.0, env_id="game:B"),  # same seed, another env: a group of one, not counted
+        *(played(2, r) for r in (0.5, 0.5)),  # equal partial returns: no signal
+    ]
+    assert episode_stats(batch)["groups_with_signal"] == pytest.approx(1 / 3)
+    assert episode_stats([played(0, 1.0), played(1, 0.0)])["groups_with_signal"] == 0.0

@@ -1,0 +1,63 @@
+"""benchmarks/baselines/diagnose.py: what RL starts from, measured on one training batch."""
+
+from __future__ import annotations
+
+import json
+
+import gem_core
+from benchmarks.baselines.diagnose import diagnose, diagnoses_markdown, guesses_against_hints
+from benchmarks.baselines.rows import TABLES
+from gem_adapters.episodes.episode import Episode, Turn
+
+
+def played(guesses: list[int], seed: int = 3) -> Episode:
+    """A GuessTheNumber-easy episode of ``guesses``, each judged by the real env."""
+    env = gem_core.make("game:GuessTheNumber-v1-easy")
+    observation, _ = env.reset(seed=seed)
+    episode = Episode(env_id="game:GuessTheNumber-v1-easy", seed=seed)
+    for guess in guesses:
+        action = f"\\boxed{{{guess}}}"
+        next_observation, reward, terminated, truncated, info = env.step(action)
+        episode.turns.append(
+            Turn(observation, action, prompt_ids=[], action_ids=[1], reward=reward, info=info)
+        )
+        observation = next_observation
+        if terminated or truncated:
+            break
+    return episode
+
+
+def target_of(seed: int) -> int:
+    env = gem_core.make("game:GuessTheNumber-v1-easy")
+    env.reset(seed=seed)
+    return env.unwrapped.target
+
+
+def test_guesses_against_hints_are_judged_by_the_env():
+    seed = next(s for s in range(100) if target_of(s) >= 3)
+    target = target_of(seed)
+    # below the target ("higher"), then further below: the second guess contradicts the hint
+    assert guesses_against_hints([played([target - 1, target - 2], seed)]) == 0.5
+    assert guesses_against_hints([played([target - 2, target - 1], seed)]) == 0.0  # keeps to the hint
+    # a repeated guess is an invalid move, which the env does not judge against the hints
+    assert guesses_against_hints([played([target - 1, target - 1], seed)]) == 0.0
+    assert guesses_against_hints([]) == 0.0
+
+
+def test_diagnose_plays_one_training_batch_of_the_warmed_up_policy(tmp_path, monkeypatch):
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
+    (row,) = TABLES["check"]
+    out = diagnose(row, 0, tmp_path)
+    record = json.loads(out.read_text())
+    assert out == tmp_path / "diagnoses" / f"{row.name}-seed0.json"
+    stats = record["stats"]
+    assert (
+        stats["episodes"] == row.episodes_per_step
+        and record["tasks"] == row.episodes_per_step // row.num_generations
+    )
+    for key in ("groups_with_signal", "rewarded_turn_rate", "length_cut_rate", "success_rate"):
+        assert 0.0 <= stats[key] <= 1.0
+    assert record["first_episode"] and "action" in record["first_episode"][0]
+    table = diagnoses_markdown(tmp_path).splitlines()
+    assert len(table) == 3 and table[2].startswith(f"| {row.name} |")
+    assert f"{stats['groups_with_signal']:.2f}" in table[2]
