@@ -49,6 +49,7 @@ class Row:
     max_turn_tokens: int = 16
     max_context_tokens: int = 1024
     micro_batch_size: int | None = None  # episodes per forward/backward pass (None: the whole batch)
+    mask_truncated_turns: bool = False  # no loss on actions cut off by max_turn_tokens (per turn)
     eval_episodes: int = 64  # held-out episodes before and after RL (the same seeds for every run)
     small_task: str | None = None  # small: the benchmarks.learning.common.TASKS warm-up player
     small_warmup_steps: int = 400  # small: SFT steps and batch of the warm-up build (PolicySpec); fewer
@@ -620,6 +621,16 @@ PLATEAU += [
         "policy nearer its player's ~0.77, from where RL has the remaining mistakes to remove",
     ),
     _tried(
+        "game_GuessTheNumber-v1-easy--small",
+        "mask-cut-turns",
+        "learns slowly",
+        mask_truncated_turns=True,
+        expectation="learns slowly: in 2 of its 6 runs (ReBN seed 0, GRPO seed 0) the policy stopped ending "
+        "its turns after ~step 35: every turn ran to the 16-token budget (6 tokens before) and entropy "
+        "doubled, the tokens after the guess drifting under advantages they do not earn. No loss on cut "
+        "turns keeps the end-of-turn token; the runs that kept it rose little either, so a slow rise at most",
+    ),
+    _tried(
         "game_GuessTheNumber-v1-hard--small",
         "warmup-x4",
         "learns slowly",
@@ -635,6 +646,15 @@ PLATEAU += [
         expectation="learns slowly: diagnosis: the warm-up policy answers 1.6% right (its player: ~30%), so "
         "1 group in 8 holds a reward and RL sees almost no signal; a 4x longer warm-up should reach the "
         "player's rate and give most groups a signal",
+    ),
+    _tried(
+        "rg_sum-learn--small",
+        "mask-cut-turns",
+        "does not learn",
+        mask_truncated_turns=True,
+        expectation="does not learn: in 2 of 3 runs the answers ran to the 10-token budget after the collapse "
+        "of the end-of-answer token and success fell to 0; masking cut answers removes that collapse, not "
+        "the lack of signal (1 group in 8 rewarded), so no clear rise expected",
     ),
 ]
 

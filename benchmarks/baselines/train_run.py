@@ -255,6 +255,7 @@ def grpo_trainer(
         num_generations=row.num_generations,
         temperature=1.0,
         beta=0.0,
+        mask_truncated_completions=row.mask_truncated_turns,
         use_cpu=True,
         bf16=bf16,
         logging_steps=1,

@@ -18,9 +18,9 @@ One episode, one sample (``episode_to_sample``)::
 
 ``env_mask`` becomes TRL's tool mask: env and template ids get no loss. ``turn_spans`` (each
 action's ``(start, end)`` in ``completion_ids``) ride in the row to the trainer's scoring step, which
-puts each turn's advantage on them: the sample is laid out once per episode, here. The completion stops at the
-last action's last id, so TRL's truncation test (does the completion end with EOS?) is true exactly
-when the last action was cut off by ``max_turn_tokens``.
+puts each turn's advantage on them: the sample is laid out once per episode, here. With
+``mask_truncated_completions`` the trainer masks each action cut off by ``max_turn_tokens`` (not TRL's
+whole completion when its last action was cut).
 
 Generation: with ``use_vllm`` the trainer's vLLM backend (``VLLMPolicy``, colocate or server mode,
 text only); otherwise the trainer's own (unwrapped) model: a ``TransformersPolicy``, all active

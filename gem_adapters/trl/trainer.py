@@ -144,7 +144,8 @@ class GEMGRPOTrainer(GRPOTrainer):
     (``gem_adapters.trl.tasks_dataset``); ``renderer`` defaults to ``processing_class``'s chat
     template with ``args.system_prompt``. ``processing_class``: a tokenizer, or a vision-language
     model's processor to train on image observations (see ``gem_adapters.trl.rollout``); by default
-    ``AutoProcessor`` of the model's name (a tokenizer for a text model)."""
+    ``AutoProcessor`` of the model's name (a tokenizer for a text model). ``args.mask_truncated_completions``
+    works per turn: each action cut off by ``max_turn_tokens`` gets no loss, the episode's other actions do."""
 
     def __init__(
         self,
@@ -289,10 +290,24 @@ class GEMGRPOTrainer(GRPOTrainer):
             return self._score_episodes(inputs)
 
     def _score_episodes(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        output = super()._generate_and_score_completions(inputs)
+        # ``mask_truncated_completions`` per turn: TRL's own test drops a whole episode when its last action
+        # was cut off; here every action cut off by ``max_turn_tokens`` loses its loss, and only it.
+        per_turn, self.mask_truncated_completions = self.mask_truncated_completions, False
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self.mask_truncated_completions = per_turn
         # TRL merged the rollout's extra fields into ``inputs``: each row holds its episode and turn spans.
         episodes = [row["episode"] for row in inputs]
         spans = [row["turn_spans"] for row in inputs]
+        if (
+            per_turn
+        ):  # on the loss's mask: ``completion_mask`` is also the attention's, which later turns need
+            loss_mask = output["tool_mask"]
+            for row, (episode, row_spans) in enumerate(zip(episodes, spans)):
+                for turn, (start, end) in zip(episode.turns, row_spans):
+                    if turn.finish_reason == "length":
+                        loss_mask[row, start:end] = 0
         width = output["completion_ids"].size(1)
         on_tokens = turn_values_on_tokens(self.turn_advantages(episodes), width, turn_spans=spans)
         advantages = torch.from_numpy(on_tokens).float().to(output["completion_ids"].device)

@@ -7,6 +7,7 @@ varied per-turn rewards and every estimator has something to normalise.
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -351,3 +352,28 @@ def test_the_learner_shares_prefixes_with_the_padded_forwards_loss(rebn_run):
     width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
     assert 0 < logged["timing/unique_tokens"] <= logged["timing/learner_tokens"] < 6 * width
     assert logged["timing/forward_s"] > 0 and logged["timing/backward_s"] > 0
+
+
+def test_mask_truncated_completions_masks_each_cut_action_and_nothing_else(tokenizer, tmp_path):
+    """TRL drops a whole completion whose end was cut; here each action cut by ``max_turn_tokens`` loses its
+    loss and only it, while every token stays visible to the later turns' attention."""
+    trainer = make_trainer(tokenizer, tmp_path, mask_truncated_completions=True, max_turn_tokens=3)
+    # a random model (almost) never ends a turn: a bias on the end-of-turn logit makes it end ~1 in 4
+    head = trainer.model.lm_head
+    biased = torch.nn.Linear(head.in_features, head.out_features, bias=True)
+    with torch.no_grad():
+        biased.weight.copy_(head.weight)
+        biased.bias.zero_()
+        biased.bias[tokenizer.eos_token_id] = math.log(head.out_features / 3)
+    trainer.model.lm_head = biased
+    trainer.train()
+    (rows, output), _ = trainer.scored[0], trainer.loss_inputs[0]
+    episodes = [row["episode"] for row in rows]
+    reasons = [t.finish_reason for e in episodes for t in e.turns]
+    assert "length" in reasons and "stop" in reasons  # both kinds of turn, or the test shows nothing
+    for row, (episode, spans) in enumerate(zip(episodes, [row["turn_spans"] for row in rows])):
+        loss_mask = output["completion_mask"][row] * output["tool_mask"][row]
+        for turn, (start, end) in zip(episode.turns, spans):
+            expected = 0 if turn.finish_reason == "length" else 1
+            assert torch.all(loss_mask[start:end] == expected), (turn.finish_reason, loss_mask[start:end])
+        assert torch.all(output["completion_mask"][row, : spans[-1][1]] == 1)  # attention keeps every id
