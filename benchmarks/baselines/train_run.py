@@ -254,7 +254,7 @@ def grpo_trainer(
         gradient_accumulation_steps=row.episodes_per_step // micro,
         num_generations=row.num_generations,
         temperature=1.0,
-        beta=0.0,
+        beta=row.beta,
         mask_truncated_completions=row.mask_truncated_turns,
         use_cpu=True,
         bf16=bf16,

@@ -44,8 +44,10 @@ in thousands.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -183,15 +185,16 @@ class GEMGRPOTrainer(GRPOTrainer):
             max_context_tokens=args.max_context_tokens,
         )
         self.clock = PhaseClock()
-        super().__init__(
-            model=model,
-            reward_funcs=episode_return,
-            args=args,
-            train_dataset=train_dataset,
-            processing_class=processing_class,
-            rollout_func=self._timed_rollout(rollout_func),
-            **kwargs,
-        )
+        with _reference_is_the_policy_as_passed(model, args.beta):
+            super().__init__(
+                model=model,
+                reward_funcs=episode_return,
+                args=args,
+                train_dataset=train_dataset,
+                processing_class=processing_class,
+                rollout_func=self._timed_rollout(rollout_func),
+                **kwargs,
+            )
         self.last_episodes: list[Episode] = []
         self.last_advantages: torch.Tensor | None = None
         self._learner_logprobs: torch.Tensor | None = None  # the latest forward's, for gem/logprob_gap
@@ -348,6 +351,24 @@ class GEMGRPOTrainer(GRPOTrainer):
         metrics["env/tokens_per_second"] = tokens / rollout_seconds if rollout_seconds > 0 else float("nan")
         for name, value in metrics.items():
             self._metrics[mode][name].append(value)
+
+
+@contextlib.contextmanager
+def _reference_is_the_policy_as_passed(model: Any, beta: float) -> Iterator[None]:
+    """With ``beta != 0`` TRL loads its KL reference again from ``model.config._name_or_path``: for a model
+    passed as an instance (e.g. warmed up by SFT in this process) those are the weights it was loaded
+    from, or nothing at all. The reference is a copy of the policy as passed: the policy RL starts from."""
+    if beta == 0.0 or isinstance(model, str) or hasattr(model, "peft_config"):  # PEFT: the adapter disabled
+        yield
+        return
+    import trl.trainer.grpo_trainer as grpo_module
+
+    load = grpo_module.create_model_from_path
+    grpo_module.create_model_from_path = lambda *_, **__: copy.deepcopy(model).eval()
+    try:
+        yield
+    finally:
+        grpo_module.create_model_from_path = load
 
 
 def _sequences(output: dict[str, Any], turn_spans: Sequence[Sequence[tuple[int, int]]]) -> list[list[int]]:

@@ -377,3 +377,17 @@ def test_mask_truncated_completions_masks_each_cut_action_and_nothing_else(token
             expected = 0 if turn.finish_reason == "length" else 1
             assert torch.all(loss_mask[start:end] == expected), (turn.finish_reason, loss_mask[start:end])
         assert torch.all(output["completion_mask"][row, : spans[-1][1]] == 1)  # attention keeps every id
+
+
+def test_a_kl_regularised_step_uses_the_starting_policy_as_reference(tokenizer, tmp_path):
+    """beta > 0: TRL's reference model is the policy as it started, and its KL reaches the logs."""
+    trainer = make_trainer(tokenizer, tmp_path, beta=0.04)
+    reference = trainer.ref_model
+    assert reference is not None and reference is not trainer.model
+    start = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    assert all(torch.equal(start[n], p) for n, p in reference.named_parameters())
+    trainer.train()
+    assert all(torch.equal(start[n], p) for n, p in reference.named_parameters())  # the reference stays
+    assert not all(torch.equal(start[n], p.detach()) for n, p in trainer.model.named_parameters())
+    kl = [log["kl"] for log in trainer.state.log_history if "kl" in log]
+    assert kl and all(math.isfinite(value) and value >= 0 for value in kl)
