@@ -658,6 +658,23 @@ PLATEAU += [
         "player's rate and give most groups a signal",
     ),
     _tried(
+        "game_GuessTheNumber-v1-hard--small",
+        "kl-0.04",
+        "does not learn",
+        beta=0.04,
+        expectation="does not learn: its runs kept ending their turns (6.8 tokens a turn throughout), so the "
+        "drift a KL penalty holds is not what stops it; tried because GuessTheNumber-easy's first KL run "
+        "rose (0.31 -> 0.45) beyond its row's",
+    ),
+    _tried(
+        "rg_sum-learn--small",
+        "kl-0.04",
+        "does not learn",
+        beta=0.04,
+        expectation="does not learn: a KL penalty keeps the end-of-answer token (2 of 3 runs lost it) but adds "
+        "no signal: 1 group in 8 rewarded",
+    ),
+    _tried(
         "rg_sum-learn--small",
         "mask-cut-turns",
         "does not learn",
