@@ -49,6 +49,7 @@ def play_training_batch(row: Row, seed: int) -> list[Episode]:
     from benchmarks.baselines.train_run import load_policy, register_tool_envs
     from gem_adapters.policies.base import SamplingParams
     from gem_adapters.policies.transformers_policy import TransformersPolicy
+    from gem_adapters.runtime import precision
     from gem_adapters.runtime.rollout import rollout
     from gem_adapters.runtime.rollout_limits import RolloutLimits
 
@@ -58,7 +59,9 @@ def play_training_batch(row: Row, seed: int) -> list[Episode]:
     model, tokenizer, renderer, _ = load_policy(row, seed, smoke=False)
     tasks = row.episodes_per_step // row.num_generations
     seeds = [DIAGNOSIS_FIRST_SEED + t for t in range(tasks) for _ in range(row.num_generations)]
-    policy = TransformersPolicy(model, tokenizer, seed=seed, bf16=row.policy == "smollm2")
+    # as the row's trainer generates: SmolLM2 in bf16 where the CPU computes it natively (train_run.train)
+    bf16 = row.policy == "smollm2" and precision.native_bf16()
+    policy = TransformersPolicy(model, tokenizer, seed=seed, bf16=bf16)
     return rollout(
         [row.env_id] * len(seeds),
         policy,

@@ -303,9 +303,7 @@ class GEMGRPOTrainer(GRPOTrainer):
         # TRL merged the rollout's extra fields into ``inputs``: each row holds its episode and turn spans.
         episodes = [row["episode"] for row in inputs]
         spans = [row["turn_spans"] for row in inputs]
-        if (
-            per_turn
-        ):  # on the loss's mask: ``completion_mask`` is also the attention's, which later turns need
+        if per_turn:  # on the loss's own mask: ``completion_mask`` is also the attention's
             loss_mask = output["tool_mask"]
             for row, (episode, row_spans) in enumerate(zip(episodes, spans)):
                 for turn, (start, end) in zip(episode.turns, row_spans):
