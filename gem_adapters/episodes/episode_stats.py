@@ -21,8 +21,9 @@
   ``length_cut_rate``             share of turns cut off by the token budget instead of ending on a
                                   stop token (``Turn.finish_reason == "length"``)
   ``rewarded_turn_rate``          share of turns with a non-zero reward
-  ``groups_with_signal``          share of the groups of episodes that played the same task (env id
-                                  and seed; groups of two or more; unseeded episodes belong to none)
+  ``groups_with_signal``          share of the groups of episodes that played the same task
+                                  (``Episode.group_id``, the estimators' groups; groups of two or more;
+                                  an unseeded episode without ``info["group"]`` belongs to none)
                                   whose returns differ: the groups that give a group-relative
                                   estimator (GRPO, RLOO) anything to learn from; 0.0 where no task
                                   was played twice
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from gem_adapters.episodes.episode import Episode
 
@@ -62,9 +64,9 @@ def episode_stats(episodes: Sequence[Episode]) -> dict[str, float]:
 
 
 def _groups_with_signal(episodes: Sequence[Episode]) -> float:
-    returns: dict[tuple, list[float]] = defaultdict(list)
+    returns: dict[Any, list[float]] = defaultdict(list)
     for e in episodes:
-        if e.seed is not None:  # an episode without a seed has no task to share
-            returns[(e.env_id, e.seed)].append(e.total_reward)
+        if e.seed is not None or "group" in e.info:  # an unseeded episode has no task to share
+            returns[e.group_id].append(e.total_reward)
     groups = [r for r in returns.values() if len(r) > 1]
     return sum(max(r) != min(r) for r in groups) / len(groups) if groups else 0.0
