@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -48,6 +49,34 @@ def learning_modules():
 def learning_module(name: str):
     """``benchmarks.learning.<name>``, imported afresh (the tests below drop it again)."""
     return importlib.import_module(f"benchmarks.learning.{name}")
+
+
+def test_importing_the_scripts_gives_the_process_no_distributed_rank():
+    """A process that imports a trainer's module (as the command tests here do) must not hand every
+    subprocess it starts later a rank and a port: accelerate would then join that process group."""
+    import pkgutil
+    import subprocess
+
+    import benchmarks.learning
+
+    names = [
+        m.name for m in pkgutil.iter_modules(benchmarks.learning.__path__) if m.name != "roll_env_managers"
+    ]
+    code = (
+        "import importlib, os\n"
+        f"for name in {names!r}: importlib.import_module('benchmarks.learning.' + name)\n"
+        "print(sorted(k for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT') if k in os.environ))"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
 def test_guess_warmup_player_plays_legally_and_always_wins():
@@ -354,7 +383,6 @@ def run_with_verl(module: str, body: str, tmp_path: Path, port: int):
     """Run ``body`` (which sets ``result``) after ``import <module>`` in a fresh process, as verl opens a
     one-rank gloo process group there; ``TINY`` is the tiny warmed-up policy's spec. Returns ``result``."""
     import json
-    import os
     import subprocess
 
     code = (

@@ -42,13 +42,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-
-# One process group of one rank, for verl's Worker and its FSDP engine.
-os.environ.update(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
-os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
 
 import numpy as np
 import torch
@@ -199,6 +196,17 @@ def nested(td, keys):
     return td
 
 
+def join_a_one_rank_process_group() -> None:
+    """verl's Worker and its FSDP engine join a process group of one rank (gloo), on a free loopback port
+    unless ``MASTER_PORT`` names one. Set when a trainer is built, not on import: a process that only
+    imports this module must not hand every subprocess it starts a rank and a port."""
+    os.environ.update(WORLD_SIZE="1", RANK="0", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+
+
 class VerlCPUTrainer:
     def __init__(self, run: RunConfig, folder: Path, workdir: Path):
         from omegaconf import OmegaConf
@@ -211,6 +219,7 @@ class VerlCPUTrainer:
         from gem_adapters.verl.policy_server import PolicyServer
         from gem_adapters.verl.rows import AGENT_NAME, task_rows, write_dataset
 
+        join_a_one_rank_process_group()
         use_cpu_platform()
         register_estimators()
         self.run, self.task = run, TASKS[run.task]
