@@ -59,19 +59,16 @@ def test_importing_the_scripts_gives_the_process_no_distributed_rank():
 
     import benchmarks.learning
 
-    names = [
+    distributed = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    names = [  # roll_env_managers needs ROLL's checkout
         m.name for m in pkgutil.iter_modules(benchmarks.learning.__path__) if m.name != "roll_env_managers"
     ]
     code = (
         "import importlib, os\n"
         f"for name in {names!r}: importlib.import_module('benchmarks.learning.' + name)\n"
-        "print(sorted(k for k in ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT') if k in os.environ))"
+        f"print(sorted(k for k in {distributed!r} if k in os.environ))"
     )
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}
-    }
+    env = {k: v for k, v in os.environ.items() if k not in distributed}
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
     )
