@@ -10,6 +10,10 @@ os.environ["TOKENIZERS_PARALLELISM"] = "false"
 # fp32 wherever a trainer would pick bf16 on its own (gem_adapters.runtime.precision), so that no test's numbers depend
 # on whether this machine's CPU computes bf16 natively; tests of bf16 ask for it.
 os.environ["GEM_PRECISION"] = "fp32"
+# Ray starts its workers at nice 15. Beside a CPU-bound test (pytest-xdist runs two at once), such actors
+# got ~3% of a core: a vector env's actors missed their step deadlines or did not start within 120 s.
+# Every Ray that a test starts, in this process or a subprocess, runs its workers at the tests' priority.
+os.environ["RAY_worker_niceness"] = "0"
 
 
 @pytest.fixture

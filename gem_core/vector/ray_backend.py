@@ -6,7 +6,10 @@ contiguous slice of the envs, exactly as a worker process of ``ProcessVectorEnv`
 process, else ``ray.init(address=address)``: an existing cluster at ``address`` (or ``RAY_ADDRESS``),
 or a new local instance. ``actor_options`` go to ``ActorClass.options`` (default ``num_cpus=1``: an
 actor waits for a free CPU, and the constructor gives up after ``start_timeout``). Ray runs its workers
-at nice 15 (``RAY_worker_niceness``), so on a busy machine they yield the CPU to other processes.
+at nice 15 (``RAY_worker_niceness``), so on a busy machine they yield the CPU to other processes: beside
+two CPU-bound processes at nice 0, actors of this machine kind got ~3% of a core, missed their step
+deadlines (each miss replaces the actor) or did not start at all. Where the envs share the machine with
+such work, start Ray with ``RAY_worker_niceness=0`` in its environment (the tests do).
 
 Ray places, starts and kills the actors. With ``transport="connection"`` (the default) the batches
 go over a TCP connection from this process to each actor (on its node's IP, a port the OS picks,

@@ -162,3 +162,20 @@ def test_hostile_envs_cost_no_benign_episode_in_a_threads_vector():
                 assert all("timed out" in o or "busy" in o for o in obs[:8]), obs[:8]
         finally:
             vec.close()
+
+
+def test_closing_while_workers_start_in_the_background_leaves_no_thread_failing(monkeypatch):
+    """A pool closed while extra workers are still starting: each starting thread finds the pool
+    closed, kills its worker and ends quietly (it raised ``KeyError`` on the slot close() had cleared)."""
+    failures: list = []
+    monkeypatch.setattr(threading, "excepthook", failures.append)
+    pool = SandboxPool(size=1, max_workers=4)
+    with pool._cond:
+        for _ in range(3):
+            pool._start_in_background()
+    pool.close()
+    starting = [t for t in threading.enumerate() if t.name == "gem-sandbox-start"]
+    for thread in starting:
+        thread.join(timeout=60)
+    assert starting and not any(t.is_alive() for t in starting)
+    assert not failures, [f.exc_value for f in failures]

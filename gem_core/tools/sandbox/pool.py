@@ -338,7 +338,7 @@ class SandboxPool:
                     self._make_idle(slot)
                     self._dispatch()
                     return
-                del self._workers[slot]
+                self._workers.pop(slot, None)  # close() may have emptied the table already
                 self._start_error = error
                 self._cond.notify_all()
             if worker is not None:
