@@ -13,7 +13,7 @@ os.environ["GEM_PRECISION"] = "fp32"
 # Ray starts its workers at nice 15. Beside a CPU-bound test (pytest-xdist runs two at once), such actors
 # got ~3% of a core: a vector env's actors missed their step deadlines or did not start within 120 s.
 # Every Ray that a test starts, in this process or a subprocess, runs its workers at the tests' priority.
-os.environ["RAY_worker_niceness"] = "0"
+os.environ["RAY_worker_niceness"] = "0"  # noqa: SIM112 (Ray reads this spelling)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.baselines import results
+from benchmarks.baselines import chance, results
 from benchmarks.baselines.rows import ENVS, MIXTURE, MIXTURE_SHARED, PLATEAU, TABLES, VERDICTS, Row, mixture
 from benchmarks.baselines.runner import Git, measured_from_parts, plan_markdown, report, run, schedule
 from benchmarks.bootstrap import bootstrap
@@ -62,12 +62,51 @@ def test_table_line_and_file(tmp_path):
     assert list(rows[0]) == results.TABLE_COLUMNS == [
         "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
         "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict", "mixture",
-        "change",
+        "change", "chance", "chance_hi",
     ]  # fmt: skip
     assert rows[0]["mixture"] == rows[0]["change"] == ""  # a single-env line of a row trying no change
     assert rows[0]["success_after"] == "0.75" and rows[1]["after_lo"] == rows[1]["after_hi"] == ""
     assert line["plateau_step"] == "" and line["verdict"] == "learns"  # no curve files: no plateau step
     assert one["verdict"] == "one seed"
+
+
+def test_a_rise_that_ends_at_chance_is_not_learning():
+    """RuleTaker's SmolLM2 line: from below chance to exactly a third of tasks balanced over three labels."""
+    runs = [summary(s, b, 1 / 3) for s, b in enumerate([0.21, 0.17, 0.25])]
+    assert results.change(runs)["verdict"] == "rose"
+    assert results.table_line(runs)["verdict"] == "learns"  # not measured against chance
+    at_chance = results.table_line(runs, {"chance": 0.33, "chance_hi": 0.37})
+    assert at_chance["verdict"] == "does not learn" and at_chance["chance"] == 0.33
+    above = results.table_line(runs, {"chance": 0.05, "chance_hi": 0.1})
+    assert above["verdict"] == "learns"
+
+
+def test_the_random_player_scores_what_chance_predicts():
+    """The real random player: a third of three-label questions; some TicTacToe wins against a random
+    opponent; no win at all in a game with a turn limit too short to win in."""
+    per_task = chance.random_player_success("logic:RuleTaker-v0-d1", 900_000_000, 24, None)
+    assert len(per_task) == 24 and 0.22 < sum(per_task) / 24 < 0.45
+    assert sum(chance.random_player_success("multiagent:TicTacToe-v0-random", 0, 8, None)) > 0
+    assert chance.random_player_success("multiagent:TicTacToe-v0-random", 0, 8, 2) == [0.0] * 8
+
+
+def test_a_lines_chance_is_measured_once_and_kept(tmp_path, monkeypatch):
+    path = tmp_path / "chance.csv"
+    first = chance.ChanceTable(path).get("logic:RuleTaker-v0-d1", 900_000_000, 6, None)
+    assert 0 < first["chance"] < 1 and first["chance"] <= first["chance_hi"] and path.exists()
+    monkeypatch.setattr(chance, "measure", lambda *a: pytest.fail("measured again"))
+    assert chance.ChanceTable(path).get("logic:RuleTaker-v0-d1", 900_000_000, 6, None) == pytest.approx(
+        first, abs=1e-4
+    )
+    with pytest.raises(pytest.fail.Exception):  # another number of tasks is another line
+        chance.ChanceTable(path).get("logic:RuleTaker-v0-d1", 900_000_000, 7, None)
+
+
+def test_an_env_without_a_random_player_has_no_chance_line_to_clear(tmp_path):
+    unknown = chance.ChanceTable(tmp_path / "chance.csv").get("learn:PickSeven-v0", 0, 4, None)
+    assert all(math.isnan(v) for v in unknown.values())
+    runs = [summary(s, b, a) for s, (b, a) in enumerate([(0.2, 0.5), (0.3, 0.6), (0.4, 0.9)])]
+    assert results.table_line(runs, unknown)["verdict"] == "learns"
 
 
 def test_curves_combine_over_seeds_up_to_the_shortest():

@@ -38,8 +38,9 @@ the first step from which the smoothed curve stays within the tolerance of ``F``
 twice that fitted change's standard error (from the same noise estimate); then that phrase stands in
 place of a step. Fewer than 6 steps: no plateau step ("").
 
-Verdict, measured (``verdict``): "learns" when the paired after - before success interval lies above 0
-and the curve reached its plateau within the first half of the budget; "learns slowly" when the interval
+Verdict, measured (``verdict``): "learns" when the paired after - before success interval lies above 0,
+the after interval lies above chance (``chance_hi``: the top of the random player's interval, see
+``benchmarks.baselines.chance``; lines measured without it are not held to it) and the curve reached its plateau within the first half of the budget; "learns slowly" when the interval
 lies above 0 and the curve plateaued in the second half, is still rising, or is still falling (held-out
 success rose while the training curve is going down at the budget: not settled either); "does not learn" otherwise
 (no clear change, or fell); "one seed" below two seeds; "k of n seeds so far" while a row's seeds are
@@ -73,7 +74,7 @@ def results_dir(table: str) -> Path:
 TABLE_COLUMNS = [
     "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
     "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict", "mixture",
-    "change",
+    "change", "chance", "chance_hi",
 ]  # fmt: skip
 PLATEAU_MIN_STEPS = 6
 PLATEAU_MIN_TOLERANCE = 0.02
@@ -196,11 +197,12 @@ def plateau(values: Sequence[float], steps: Sequence[float] | None = None) -> di
     return {"step": step, "index": index, "final": final, "tolerance": tolerance, "trend": trend}
 
 
-def verdict(change_verdict: str, plateau_found: dict[str, Any], steps: int) -> str:
-    """The measured verdict of a line from its paired change and its plateau (the module's docstring)."""
+def verdict(change_verdict: str, plateau_found: dict[str, Any], steps: int, above_chance: bool = True) -> str:
+    """The measured verdict of a line from its paired change, whether its after interval lies above
+    chance, and its plateau (the module's docstring)."""
     if change_verdict == "one seed":
         return "one seed"
-    if change_verdict != "rose":
+    if change_verdict != "rose" or not above_chance:
         return "does not learn"
     index = plateau_found["index"]
     if plateau_found["step"] in ("still rising", "still falling") or (
@@ -216,13 +218,16 @@ def line_curve(runs: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
     return combine_curves(seed_curves(stems))
 
 
-def table_line(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One ``table.csv`` line from the runs (seeds) of one env x framework x estimator x policy."""
+def table_line(runs: Sequence[dict[str, Any]], chance: dict[str, float] | None = None) -> dict[str, Any]:
+    """One ``table.csv`` line from the runs (seeds) of one env x framework x estimator x policy;
+    ``chance``: the random player's ``{"chance", "chance_hi"}`` on its held-out tasks, if measured."""
     first = runs[0]
+    chance = chance or {"chance": math.nan, "chance_hi": math.nan}
     curve = line_curve(runs)
     found = plateau([c["success_rate_mean"] for c in curve], [c["step"] for c in curve])
     after = [r["after"]["success_rate"] for r in runs]
     low, high = interval(after)
+    above_chance = not low <= chance["chance_hi"]  # NaN on either side: not held to chance
     steps = sorted({r["steps"] for r in runs})
     return {
         "env_id": first["env_id"],
@@ -239,11 +244,12 @@ def table_line(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "return_after": mean(r["after"]["return"] for r in runs),
         "wall_s": sum(r["wall_s"] for r in runs),
         "plateau_step": found["step"],
-        "verdict": verdict(change(runs)["verdict"], found, len(curve))
+        "verdict": verdict(change(runs)["verdict"], found, len(curve), above_chance)
         if len(runs) >= len(first.get("row", {}).get("seeds", ()))
         else f"{len(runs)} of {len(first['row']['seeds'])} seeds so far",
         "mixture": first.get("mixture", ""),
         "change": first.get("row", {}).get("change", ""),
+        **chance,
     }
 
 

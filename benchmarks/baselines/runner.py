@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.baselines import results
+from benchmarks.baselines.chance import ChanceTable
 from benchmarks.baselines.rows import FRAMEWORK, TABLES, Row, find_rows
-from benchmarks.baselines.train_run import SMOKE_WARMUP_EPISODES
+from benchmarks.baselines.train_run import EVAL_FIRST_SEED, SMOKE_WARMUP_EPISODES
 
 REPO = Path(__file__).resolve().parents[2]
 README_TABLE = ("<!-- table:start -->", "<!-- table:end -->")
@@ -191,18 +192,20 @@ def _pct(value: float) -> str:
     return "–" if math.isnan(value) else f"{value:.2f}"
 
 
-def table_markdown(table: str, keys: list[tuple], groups: dict[tuple, list[dict]]) -> str:
+def table_markdown(
+    table: str, keys: list[tuple], groups: dict[tuple, list[dict]], chances: dict[tuple, dict | None]
+) -> str:
     """The README's table: one line per env x framework x estimator x policy with its verdict (a
     mixture's lines: the env "in" the mixture, beside the env's single-env lines)."""
     rows = {part.name: part for row in TABLES[table] for part in row.parts}
     rows |= {row.name: row for row in TABLES[table]}
     lines = [
-        "| env | category | policy | framework | estimator | seeds | steps x episodes | success before -> after [95% interval] | after - before, paired [95%] | return before -> after | plateau step | verdict: set before -> measured | machine-h | expectation (set before the run) |",
+        "| env | category | policy | framework | estimator | seeds | steps x episodes | success before -> after [95% interval] (random player) | after - before, paired [95%] | return before -> after | plateau step | verdict: set before -> measured | machine-h | expectation (set before the run) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in keys:
         runs = groups[key]
-        line = results.table_line(runs)
+        line = results.table_line(runs, chances[key])
         delta = results.change(runs)
         row = rows.get(key[0])
         env = f"{line['env_id']} in {row.env_id}" if row and row.parts else line["env_id"]
@@ -212,13 +215,22 @@ def table_markdown(table: str, keys: list[tuple], groups: dict[tuple, list[dict]
             f"| {env} | {row.category if row else ''} | {line['policy']} | {line['framework']} | "
             f"{line['estimator']} | {line['seeds']} | {line['steps']} x {runs[0]['episodes_per_step']} | "
             f"{_pct(line['success_before'])} -> **{_pct(line['success_after'])}** "
-            f"[{_pct(line['after_lo'])}, {_pct(line['after_hi'])}] | {delta['mean']:+.2f} "
+            f"[{_pct(line['after_lo'])}, {_pct(line['after_hi'])}] ({_pct(line['chance'])}) | {delta['mean']:+.2f} "
             f"[{_pct(delta['lo'])}, {_pct(delta['hi'])}] {delta['verdict']} | "
             f"{line['return_before']:.2f} -> {line['return_after']:.2f} | {line['plateau_step'] or '–'} | "
             f"{(row.verdict if row and row.verdict else '–')} -> {line['verdict']} | {line['wall_s'] / 3600:.2f} | "
             f"{row.expectation if row else ''} |"
         )
     return "\n".join(lines)
+
+
+def line_chance(chance_table: ChanceTable, run: dict[str, Any]) -> dict[str, float] | None:
+    """The random player's success on the held-out tasks of ``run``'s line (None for a run that does not
+    say which: one of another table's, recorded before rows were)."""
+    row = run.get("row")
+    if not isinstance(row, dict) or run.get("smoke"):
+        return None
+    return chance_table.get(run["env_id"], EVAL_FIRST_SEED, row["eval_episodes"], row["max_turns"])
 
 
 def replace_section(path: Path, markers: tuple[str, str], text: str) -> None:
@@ -245,8 +257,10 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
         return (order.get(base, len(order)), base, k[0] != base, k[0], k[2] != FRAMEWORK, k[2], *estimator)
 
     keys = sorted(groups, key=order_key)
+    chance_table = ChanceTable(results_dir / "chance.csv")
+    chances = {k: line_chance(chance_table, groups[k][0]) for k in keys}
     table_path = results_dir / "table.csv"
-    results.write_table([results.table_line(groups[k]) for k in keys], table_path)
+    results.write_table([results.table_line(groups[k], chances[k]) for k in keys], table_path)
     panels: dict[str, dict[str, list[dict[str, float]]]] = {}
     for key in keys:
         _, env_id, framework, estimator, policy = key
@@ -258,13 +272,13 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
                 f"{mixture}{framework} {estimator}{' ' + change if change else ''} ({len(groups[key])} seeds)"
             )
             panels.setdefault(f"{env_id} ({policy})", {})[label] = curve
-    written = [table_path]
+    written = [table_path] + [chance_table.path] * chance_table.path.exists()
     if panels:
         results.plot_grid(list(panels.items()), results_dir / "grid.png")
         written.append(results_dir / "grid.png")
     readme = results_dir / "README.md"
     if readme.exists() and README_TABLE[0] in readme.read_text():
-        replace_section(readme, README_TABLE, table_markdown(table, keys, groups))
+        replace_section(readme, README_TABLE, table_markdown(table, keys, groups, chances))
         written.append(readme)
     if readme.exists() and README_DIAGNOSES[0] in readme.read_text():
         from benchmarks.baselines.diagnose import diagnoses_markdown
