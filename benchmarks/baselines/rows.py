@@ -684,6 +684,25 @@ PLATEAU += [
         "the lack of signal (1 group in 8 rewarded), so no clear rise expected",
     ),
     _tried(
+        "game_TowerOfHanoi-v1-easy--small",
+        "solver-warmup",
+        "learns",
+        small_task="hanoi_solver50",
+        expectation="learns: in 180 RL steps (11,520 episodes) no training episode was won, since the warm-up "
+        "imitates random legal moves (0.01 of games won), so success never had a signal while the "
+        "invalid-move penalty was learnt (19% -> 1%). Warmed up on a player that takes the solver's move on "
+        "half the turns (0.26 of games won), every batch should hold wins for RL to raise",
+    ),
+    _tried(
+        "game_Minesweeper-v1-easy--small",
+        "solver-warmup",
+        "learns slowly",
+        small_task="minesweeper_solver75",
+        expectation="learns slowly: the random-legal warm-up won ~1% of training episodes and 35-37% of its "
+        "moves stayed invalid through RL. Warmed up on the solver's move on 3 turns in 4 (that player wins "
+        "0.33; the solver alone 0.78, Minesweeper needs guesses) RL starts from wins in every batch",
+    ),
+    _tried(
         "multiagent_TicTacToe-v0-random--small",
         "warmup-x4",
         "learns slowly",

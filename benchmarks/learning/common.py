@@ -19,7 +19,9 @@ The baselines (``benchmarks/baselines``) add one player per game they train the 
 same legal player: ``guess_easy``/``guess_hard`` (GuessTheNumber's registered ids), ``mastermind`` (an
 untried code of distinct symbols), ``minesweeper`` (reveal a hidden cell), ``wordle`` (an untried
 answer-list word), ``hanoi`` (a legal move), ``sudoku`` (a digit no row, column or box rules out),
-``fifteen`` and ``sokoban`` (a direction that moves), ``tictactoe`` (a free cell).
+``fifteen`` and ``sokoban`` (a direction that moves), ``tictactoe`` (a free cell). Where random legal moves
+almost never win, ``hanoi_solver50`` and ``minesweeper_solver75`` play the env's solver on that share of
+the turns (``_solver_mix_warmup``).
 
 Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.runtime.models.cache_dir``);
 nothing is downloaded.
@@ -78,6 +80,17 @@ def _legal_warmup(env: Any, rng: random.Random) -> str:
     """A uniformly random legal move (``Env.sample_legal_action``, from the env's action generator); any
     well-formed move where none is legal (a Sudoku filled into a dead end)."""
     return env.sample_legal_action() or env.sample_random_action()
+
+
+def _solver_mix_warmup(share: float) -> Callable[[Any, random.Random], str]:
+    """The env's solver (``Env.solve_action``) on a ``share`` of the turns, else a random legal move: a
+    player that wins some games where random legal moves almost never do (Tower of Hanoi: 0.01 of 200
+    games; with the solver on half the turns, 0.26), so that RL's batches hold wins to learn from."""
+
+    def act(env: Any, rng: random.Random) -> str:
+        return env.solve_action() if rng.random() < share else _legal_warmup(env, rng)
+
+    return act
 
 
 def _sum_warmup(env: Any, rng: random.Random) -> str:
@@ -176,6 +189,12 @@ TASKS = {
     "wordle": LearningTask("game:Wordle-v1-easy", _legal_warmup, max_turn_tokens=16),
     "hanoi": LearningTask(
         "game:TowerOfHanoi-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=352
+    ),
+    "hanoi_solver50": LearningTask(
+        "game:TowerOfHanoi-v1-easy", _solver_mix_warmup(0.5), max_turn_tokens=16, observation_tokens=352
+    ),
+    "minesweeper_solver75": LearningTask(
+        "game:Minesweeper-v1-easy", _solver_mix_warmup(0.75), max_turn_tokens=16, observation_tokens=416
     ),
     "sudoku": LearningTask("game:Sudoku-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=480),
     "fifteen": LearningTask(
