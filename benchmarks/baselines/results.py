@@ -40,10 +40,11 @@ place of a step. Fewer than 6 steps: no plateau step ("").
 
 Verdict, measured (``verdict``): "learns" when the paired after - before success interval lies above 0,
 the after interval lies above chance (``chance_hi``: the top of the random player's interval, see
-``benchmarks.baselines.chance``; lines measured without it are not held to it) and the curve reached its plateau within the first half of the budget; "learns slowly" when the interval
-lies above 0 and the curve plateaued in the second half, is still rising, or is still falling (held-out
-success rose while the training curve is going down at the budget: not settled either); "does not learn" otherwise
-(no clear change, or fell); "one seed" below two seeds; "k of n seeds so far" while a row's seeds are
+``benchmarks.baselines.chance``; lines measured without it are not held to it) and the curve reached its
+plateau within the first half of the budget; "learns slowly" when both intervals lie so and the curve
+plateaued in the second half, is still rising, or is still falling (held-out success rose while the
+training curve is going down at the budget: not settled either); "does not learn" otherwise (no clear
+change, fell, or at chance); "one seed" below two seeds; "k of n seeds so far" while a row's seeds are
 still running (no verdict until every seed has run). Each row's verdict set before the run is
 ``Row.verdict`` (``rows.py``); the README's table shows both.
 """
