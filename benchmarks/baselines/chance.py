@@ -20,46 +20,39 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gem_core
 from benchmarks.bootstrap import bootstrap
 
 CHANCE_SAMPLES = 16  # random plays of each held-out task
 CHANCE_COLUMNS = ["env_id", "max_turns", "tasks", "samples", "success", "lo", "hi", "seconds"]
-_TURN_CAP = 1000  # a random player in an env without a turn limit
 
 
 def random_player_success(env_id: str, first_seed: int, tasks: int, max_turns: int | None) -> list[float]:
-    """Each task's success rate over ``CHANCE_SAMPLES`` plays by the random player."""
+    """Each task's success rate over ``CHANCE_SAMPLES`` plays by the random player (the evaluation
+    toolkit's episodes: task seeds from ``first_seed``, ``CHANCE_SAMPLES`` samples each)."""
     import benchmarks.learning.common  # noqa: F401 (registers the small policies' envs)
     from benchmarks.baselines.players import register_tool_envs
     from gem_adapters.evaluation.agents import random_agent
+    from gem_adapters.evaluation.config import EvalConfig
+    from gem_adapters.evaluation.episodes import run_episodes
 
     register_tool_envs()
-    agent = random_agent()
-    per_task = []
-    for seed in range(first_seed, first_seed + tasks):
-        wins = 0
-        for sample in range(CHANCE_SAMPLES):
-            with gem_core.make(env_id) as env:
-                env.reset(seed=seed)
-                agent.start(env, seed, sample)
-                info: dict[str, Any] = {}
-                for _ in range(max_turns or _TURN_CAP):
-                    _, _, terminated, truncated, info = env.step(agent.act(env))
-                    if terminated or truncated:
-                        break
-                wins += bool(info.get("success", False))
-        per_task.append(wins / CHANCE_SAMPLES)
-    return per_task
+    config = EvalConfig([env_id], episodes=tasks, k=CHANCE_SAMPLES, seed=first_seed, max_turns=max_turns)
+    played = run_episodes(random_agent(), config, [env_id], progress=False)  # by task, then sample
+    return [
+        statistics.fmean(e.success for e in played[i : i + CHANCE_SAMPLES])
+        for i in range(0, len(played), CHANCE_SAMPLES)
+    ]
 
 
 def measure(env_id: str, first_seed: int, tasks: int, max_turns: int | None) -> dict[str, Any]:
     """One ``chance.csv`` line: the random player's success, with a 95% interval over the tasks (NaN for
     an env without a random player: ``sample_random_action`` not implemented)."""
+    from gem_adapters.evaluation.errors import EvalError
+
     started = time.perf_counter()
     try:
         per_task = random_player_success(env_id, first_seed, tasks, max_turns)
-    except NotImplementedError:
+    except EvalError:  # "cannot sample random actions"
         per_task = [math.nan]
     lo, hi = bootstrap(per_task) if len(per_task) > 1 else (per_task[0], per_task[0])
     return {

@@ -272,7 +272,9 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
                 f"{mixture}{framework} {estimator}{' ' + change if change else ''} ({len(groups[key])} seeds)"
             )
             panels.setdefault(f"{env_id} ({policy})", {})[label] = curve
-    written = [table_path] + [chance_table.path] * chance_table.path.exists()
+    written = [table_path]
+    if chance_table.path.exists():  # measured for at least one line
+        written.append(chance_table.path)
     if panels:
         results.plot_grid(list(panels.items()), results_dir / "grid.png")
         written.append(results_dir / "grid.png")
