@@ -13,8 +13,10 @@ step; generated tokens; learner tokens processed / unique (the prefix tree); the
 decode-only engine steps against the step's episodes; the learner's achieved GFLOP/s (6 x the backbone's
 parameters per processed token) against the peak of its precision; and the gap between the logprobs the
 rollout sampled with and the learner's recomputation (mean |difference| over generated tokens, TRL's
-``sampling/...`` numbers where it logs them). The section named ``--label`` goes into
-``benchmarks/results/long_step_profile.txt`` (replacing an older one of that name).
+``sampling/...`` numbers where it logs them). With ``--ops``, the last step's last learner micro-batch is
+replayed once under ``torch.profiler``: seconds in matrix products, attention kernels and everything else,
+and the ceiling the matrix products alone put on the learner's share of the peak. The section named
+``--label`` goes into ``benchmarks/results/long_step_profile.txt`` (replacing an older one of that name).
 """
 
 from __future__ import annotations
@@ -83,6 +85,86 @@ class EngineProbe:
         kv_engine.KVEngine.__init__ = recording_init
         rollout_module._step_subset = timed_step_subset
 
+
+class LearnerCallProbe:
+    """Keeps the arguments of the learner's last training forward over a prefix tree (``token_logprobs``
+    with gradients on), to replay it under the profiler (``learner_ops``)."""
+
+    def __init__(self):
+        from gem_adapters.algorithms import prefix_tree
+
+        self.last: tuple | None = None
+        probe, token_logprobs = self, prefix_tree.token_logprobs
+
+        def recording(*args, **kwargs):
+            if torch.is_grad_enabled():
+                probe.last = (args, kwargs)
+            return token_logprobs(*args, **kwargs)
+
+        prefix_tree.token_logprobs = recording
+        self.replay = token_logprobs
+
+
+MATMULS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm")
+
+
+def _matmul_flops(name: str, shapes: list) -> float:
+    """2 m k n (times the batch) from a matmul op's input shapes."""
+    operands = [s for s in shapes if len(s) >= 2]
+    if name in ("aten::addmm", "aten::addmm_", "aten::baddbmm"):
+        operands = operands[1:]
+    a, b = operands[0], operands[1]
+    batch = a[0] if len(a) == 3 else 1
+    return 2.0 * batch * a[-2] * a[-1] * b[-1]
+
+
+def learner_ops(model, probe: LearnerCallProbe, bf16: bool, peak: float, backbone: int) -> dict:
+    """One replay of the learner's last micro-batch (forward and backward of its logprobs) under
+    ``torch.profiler``: seconds in matrix products (and their GFLOP/s), in attention kernels and in
+    everything else (elementwise work, casts, copies), and the ceiling the matrix products alone put on
+    the learner's share of ``peak``: were every other op free, 6 x backbone FLOPs per token over the
+    matrix products' seconds."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if probe.last is None:
+        raise RuntimeError(
+            "no learner forward over a prefix tree was recorded (TRL's padded forward ran instead?)"
+        )
+    args, kwargs = probe.last
+
+    def one_pass():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = probe.replay(*args, **kwargs)
+        out.logprobs.sum().backward()
+        model.zero_grad(set_to_none=True)
+        return out.tokens
+
+    one_pass()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        started = time.perf_counter()
+        tokens = one_pass()
+        wall = time.perf_counter() - started
+    matmul_s = attention_s = matmul_flops = total_s = 0.0
+    for event in prof.key_averages(group_by_input_shape=True):
+        seconds = event.self_cpu_time_total / 1e6
+        total_s += seconds
+        if event.key in MATMULS:
+            matmul_s += seconds
+            matmul_flops += event.count * _matmul_flops(event.key, event.input_shapes)
+        elif "scaled_dot_product" in event.key:
+            attention_s += seconds
+    model_flops = 6 * backbone * tokens
+    return {
+        "tokens": tokens,
+        "wall_s": wall,
+        "matmul_s": matmul_s,
+        "matmul_gflops": matmul_flops / matmul_s / 1e9,
+        "attention_s": attention_s,
+        "other_s": total_s - matmul_s - attention_s,
+        "achieved_share": model_flops / wall / 1e9 / peak,
+        "ceiling_share": model_flops / matmul_s / 1e9 / peak,
+    }
+
     def take(self) -> dict[str, float]:
         totals: dict[str, float] = {}
         for engine in self.engines:
@@ -116,6 +198,7 @@ def run(args) -> dict:
     trainer = grpo_trainer(row, "rebn", args.seed, args.steps, model, tokenizer, renderer, bf16=bf16)
     trainer.remove_callback(PrinterCallback)
     probe = EngineProbe()
+    learner_call = LearnerCallProbe() if args.ops else None
     steps: list[dict] = []
 
     class Record(TrainerCallback):
@@ -128,6 +211,10 @@ def run(args) -> dict:
     trainer.add_callback(Record())
     trainer.train()
     backbone = sum(p.numel() for n, p in model.named_parameters() if "embed" not in n and "lm_head" not in n)
+    precision = "bf16" if trainer.args.bf16 else "fp32"
+    ops = None
+    if learner_call is not None:
+        ops = learner_ops(model, learner_call, trainer.args.bf16, peaks[precision], backbone)
     return {
         "cpu": cpu_name(),
         "flags": " ".join(
@@ -140,7 +227,8 @@ def run(args) -> dict:
         "load_s": load_s,
         "backbone": backbone,
         "steps": steps,
-        "precision": "bf16" if trainer.args.bf16 else "fp32",
+        "precision": precision,
+        "ops": ops,
     }
 
 
@@ -188,9 +276,18 @@ def section(label: str, command: str, result: dict, beside: str) -> str:
         f"rollout vs learner logprob gap (mean |diff| per generated token): "
         f"{spread(col('gem/logprob_gap'), 4)}",
         f"success {spread(col('env/success_rate'), 2)}, return {spread(col('env/return'), 2)}",
-        "",
     ]
-    return "\n".join(lines)
+    ops = result.get("ops")
+    if ops:
+        lines += [
+            f"learner pass by op (torch.profiler, the last step's last micro-batch replayed, {ops['tokens']} "
+            f"tokens, {ops['wall_s']:.1f} s wall): matrix products (the LM head's included) {ops['matmul_s']:.2f} s at "
+            f"{ops['matmul_gflops']:.0f} GFLOP/s, attention kernels {ops['attention_s']:.2f} s, everything "
+            f"else {ops['other_s']:.2f} s; learner {100 * ops['achieved_share']:.0f}% of the "
+            f"{result['precision']} peak, and at most {100 * ops['ceiling_share']:.0f}% were every op but the "
+            f"matrix products free",
+        ]
+    return "\n".join([*lines, ""])
 
 
 def main() -> None:
@@ -203,11 +300,18 @@ def main() -> None:
     parser.add_argument("--beside", default="nothing (the CPU lock held)")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/gem-long-step-profile"))
     parser.add_argument("--json", type=Path, help="also write the raw numbers here")
+    parser.add_argument(
+        "--ops", action="store_true", help="also replay one learner micro-batch under torch.profiler"
+    )
     args = parser.parse_args()
     result = run(args)
-    command = ".venv/bin/python -m benchmarks.long_step_profile " + " ".join(
-        f"--{k} {json.dumps(v) if isinstance(v, str) and ' ' in v else v}"
-        for k, v in (("label", args.label), ("steps", args.steps), ("precision", args.precision))
+    command = (
+        ".venv/bin/python -m benchmarks.long_step_profile "
+        + " ".join(
+            f"--{k} {json.dumps(v) if isinstance(v, str) and ' ' in v else v}"
+            for k, v in (("label", args.label), ("steps", args.steps), ("precision", args.precision))
+        )
+        + (" --ops" if args.ops else "")
     )
     text = section(args.label, command, result, args.beside)
     print(text)
