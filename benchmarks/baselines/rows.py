@@ -712,6 +712,17 @@ PLATEAU += [
         "invalid. 4x longer should bring invalid moves near 0 and success near 0.6, from where RL must find "
         "the lines that pass chance: a slow rise at most",
     ),
+    _tried(
+        "game_Wordle-v1-easy--small",
+        "solver-warmup",
+        "learns slowly",
+        small_task="wordle_solver25",
+        expectation="learns slowly: the random-legal warm-up wins 0.04 of 200 games and RL won ~1% of its "
+        "training episodes, below the random player (0.05), while invalid guesses fell 74% -> 55%. Warmed up on "
+        "a player that guesses the solver's word on 1 turn in 4 (it wins 0.86 of 200 games; 1 in 10 wins 0.54) "
+        "RL starts from wins in its batches; the solver's moves read all feedback so far, hard to imitate "
+        "for the small policy: a slow rise",
+    ),
 ]
 
 # ---- the mixture row (issue 58, item 4) -----------------------------------------------------------------

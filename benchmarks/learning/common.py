@@ -20,8 +20,8 @@ same legal player: ``guess_easy``/``guess_hard`` (GuessTheNumber's registered id
 untried code of distinct symbols), ``minesweeper`` (reveal a hidden cell), ``wordle`` (an untried
 answer-list word), ``hanoi`` (a legal move), ``sudoku`` (a digit no row, column or box rules out),
 ``fifteen`` and ``sokoban`` (a direction that moves), ``tictactoe`` (a free cell). Where random legal moves
-almost never win, ``hanoi_solver50`` and ``minesweeper_solver75`` play the env's solver on that share of
-the turns (``_solver_mix_warmup``).
+almost never win, ``hanoi_solver50``, ``minesweeper_solver75`` and ``wordle_solver25`` play the env's solver
+on that share of the turns (``_solver_mix_warmup``).
 
 Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.runtime.models.cache_dir``);
 nothing is downloaded.
@@ -187,6 +187,7 @@ TASKS = {
         "game:Minesweeper-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=416
     ),
     "wordle": LearningTask("game:Wordle-v1-easy", _legal_warmup, max_turn_tokens=16),
+    "wordle_solver25": LearningTask("game:Wordle-v1-easy", _solver_mix_warmup(0.25), max_turn_tokens=16),
     "hanoi": LearningTask(
         "game:TowerOfHanoi-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=352
     ),
