@@ -85,6 +85,15 @@ class EngineProbe:
         kv_engine.KVEngine.__init__ = recording_init
         rollout_module._step_subset = timed_step_subset
 
+    def take(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for engine in self.engines:
+            for key, value in engine.stats.items():
+                totals[key] = totals.get(key, 0) + value
+        totals["env_seconds"] = self.env_seconds
+        self.engines, self.env_seconds = [], 0.0
+        return totals
+
 
 class LearnerCallProbe:
     """Keeps the arguments of the learner's last training forward over a prefix tree (``token_logprobs``
@@ -164,15 +173,6 @@ def learner_ops(model, probe: LearnerCallProbe, bf16: bool, peak: float, backbon
         "achieved_share": model_flops / wall / 1e9 / peak,
         "ceiling_share": model_flops / matmul_s / 1e9 / peak,
     }
-
-    def take(self) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for engine in self.engines:
-            for key, value in engine.stats.items():
-                totals[key] = totals.get(key, 0) + value
-        totals["env_seconds"] = self.env_seconds
-        self.engines, self.env_seconds = [], 0.0
-        return totals
 
 
 def run(args) -> dict:
