@@ -20,9 +20,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from benchmarks.learning.common import PolicySpec, warmed_up_policy
-from benchmarks.train_step_profile import cpu_name, write_section
+from benchmarks.train_step_profile import cpu_name, timing_flags, write_section
 from gem_adapters.runtime.models import load_model
-from gem_adapters.runtime.precision import cpu_flags
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bf16_by_model_size.txt"
 HEADER = (
@@ -63,10 +62,9 @@ def main() -> None:
     torch.manual_seed(0)
     small = AutoModelForCausalLM.from_pretrained(warmed_up_policy(PolicySpec(task="guess_range")))
     models = {"small policy": small, "SmolLM2-135M": load_model()}
-    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags()]
     lines = [
         f"== {args.label} ==",
-        f"CPU: {cpu_name()}, flags: {' '.join(flags)}, torch threads {args.threads}, "
+        f"CPU: {cpu_name()}, flags: {timing_flags()}, torch threads {args.threads}, "
         f"load average at start {os.getloadavg()[0]:.1f}",
     ]
     for name, model in models.items():

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.train_step_profile import cpu_name, write_section
+from benchmarks.train_step_profile import cpu_name, timing_flags, write_section
 from gem_adapters.algorithms import prefix_tree
 from gem_adapters.runtime.models import load_model
-from gem_adapters.runtime.precision import cpu_flags, native_bf16
+from gem_adapters.runtime.precision import native_bf16
 
 RESULTS = Path(__file__).resolve().parent / "results" / "logprob_chunk_rows.txt"
 HEADER = "Rows of logits computed at once by the learner, one SmolLM2 learner pass per size, interleaved.\n\n"
@@ -74,12 +74,11 @@ def main() -> None:
     prefix_tree.LOGPROB_CHUNK_ROWS = default
     base = statistics.median(seconds[args.rows[0]])
     vocab = model.config.vocab_size
-    flags = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags())
     lines = [
         f"== {args.label} ==",
         f"command: PYTHONPATH=$PWD .venv/bin/python -m benchmarks.logprob_chunk_rows --label {args.label!r} "
         f"--rows {' '.join(map(str, args.rows))} --repeats {args.repeats}",
-        f"date: {time.strftime('%Y-%m-%d %H:%M')}, CPU: {cpu_name()}, flags: {flags}, torch threads "
+        f"date: {time.strftime('%Y-%m-%d %H:%M')}, CPU: {cpu_name()}, flags: {timing_flags()}, torch threads "
         f"{torch.get_num_threads()}, precision: {'bf16 autocast' if bf16 else 'fp32'}, beside: {args.beside}",
         f"tree: {EPISODES} episodes of {TOKENS} tokens sharing a {PROMPT}-token prompt "
         f"({PROMPT + EPISODES * (TOKENS - PROMPT)} tokens, {EPISODES * (TOKENS - PROMPT)} scored)",

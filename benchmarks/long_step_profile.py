@@ -32,7 +32,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 
-from benchmarks.train_step_profile import cpu_name, matmul_gflops, spread, write_section
+from benchmarks.train_step_profile import cpu_name, matmul_gflops, spread, timing_flags, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "long_step_profile.txt"
@@ -217,11 +217,7 @@ def run(args) -> dict:
         ops = learner_ops(model, learner_call, trainer.args.bf16, peaks[precision], backbone)
     return {
         "cpu": cpu_name(),
-        "flags": " ".join(
-            f
-            for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-            if f in Path("/proc/cpuinfo").read_text()
-        ),
+        "flags": timing_flags(),
         "threads": torch.get_num_threads(),
         "peaks": peaks,
         "load_s": load_s,

@@ -34,6 +34,13 @@ RESULTS = ROOT / "benchmarks" / "results" / "train_step_profile.txt"
 PHASES = ["rollout_s", "scoring_s", "forward_s", "backward_s", "optimizer_s"]
 
 
+def timing_flags() -> str:
+    """The CPU flags a timing depends on (``gem_adapters.runtime.precision.cpu_flags``), space-separated."""
+    from gem_adapters.runtime.precision import cpu_flags
+
+    return " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags())
+
+
 def cpu_name() -> str:
     fields = {}
     for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():

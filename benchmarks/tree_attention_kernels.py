@@ -28,8 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from benchmarks.train_step_profile import cpu_name, write_section
-from gem_adapters.runtime.precision import cpu_flags
+from benchmarks.train_step_profile import cpu_name, timing_flags, write_section
 
 RESULTS = Path(__file__).resolve().parent / "results" / "tree_attention_kernels.txt"
 HEADER = (
@@ -104,10 +103,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags()]
     lines = [
         f"== {args.label} ==",
-        f"CPU: {cpu_name()}, flags: {' '.join(flags)}, torch {torch.__version__}, threads {args.threads}, "
+        f"CPU: {cpu_name()}, flags: {timing_flags()}, torch {torch.__version__}, threads {args.threads}, "
         f"load average at start {os.getloadavg()[0]:.1f}",
     ]
     for m, n in SHAPES:
