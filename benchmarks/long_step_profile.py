@@ -15,7 +15,9 @@ parameters per processed token) against the peak of its precision; and the gap b
 rollout sampled with and the learner's recomputation (mean |difference| over generated tokens, TRL's
 ``sampling/...`` numbers where it logs them). With ``--ops``, the last step's last learner micro-batch is
 replayed once under ``torch.profiler``: seconds in matrix products, attention kernels and everything else,
-and the ceiling the matrix products alone put on the learner's share of the peak. The section named
+and the ceiling the matrix products alone put on the learner's share of the peak. ``--compile`` runs the
+learner's layers compiled (``GEMGRPOConfig.compile_learner``); its first step compiles and is reported
+apart, as ``--exclude-first`` does for the eager run it is compared with. The section named
 ``--label`` goes into ``benchmarks/results/long_step_profile.txt`` (replacing an older one of that name).
 """
 
@@ -195,7 +197,17 @@ def run(args) -> dict:
     model, tokenizer, renderer = warmed_up(row, args.seed, args.cache)
     load_s = time.perf_counter() - started
     bf16 = {"auto": None, "bf16": True, "fp32": False}[args.precision]
-    trainer = grpo_trainer(row, "rebn", args.seed, args.steps, model, tokenizer, renderer, bf16=bf16)
+    trainer = grpo_trainer(
+        row,
+        "rebn",
+        args.seed,
+        args.steps,
+        model,
+        tokenizer,
+        renderer,
+        bf16=bf16,
+        compile_learner=args.compile,
+    )
     trainer.remove_callback(PrinterCallback)
     probe = EngineProbe()
     learner_call = LearnerCallProbe() if args.ops else None
@@ -224,12 +236,19 @@ def run(args) -> dict:
         "backbone": backbone,
         "steps": steps,
         "precision": precision,
+        "compiled": args.compile,
+        "first_apart": args.compile or args.exclude_first,
         "ops": ops,
     }
 
 
 def section(label: str, command: str, result: dict, beside: str) -> str:
     steps = result["steps"]
+    first = []
+    if result.get("first_apart"):  # with --compile the first step compiles the learner's layers
+        why = "it compiles the learner's layers" if result["compiled"] else "--exclude-first"
+        first = [f"first step {steps[0]['logs']['timing/step_s']:.1f} s ({why}), not in the ranges below"]
+        steps = steps[1:]
     logs = [s["logs"] for s in steps]
     engine = [s["engine"] for s in steps]
 
@@ -249,6 +268,7 @@ def section(label: str, command: str, result: dict, beside: str) -> str:
         f"matmul peak (best of 5, SmolLM2's MLP shape): fp32 {result['peaks']['fp32']:.0f} GFLOP/s, "
         f"bf16 {result['peaks']['bf16']:.0f} GFLOP/s; learner precision: {result['precision']}",
         f"warmed-up policy load: {result['load_s']:.1f} s",
+        *first,
         f"GRPO steps: {len(steps)}, seconds per step (mean and range over steps):",
         f"  whole step   {spread(col('timing/step_s'))}",
         f"  rollout      {spread(col('timing/rollout_s'))}",
@@ -299,6 +319,12 @@ def main() -> None:
     parser.add_argument(
         "--ops", action="store_true", help="also replay one learner micro-batch under torch.profiler"
     )
+    parser.add_argument(
+        "--compile", action="store_true", help="GEMGRPOConfig(compile_learner=True); the first step is apart"
+    )
+    parser.add_argument(
+        "--exclude-first", action="store_true", help="report the first step apart (for A/B with --compile)"
+    )
     args = parser.parse_args()
     result = run(args)
     command = (
@@ -308,6 +334,8 @@ def main() -> None:
             for k, v in (("label", args.label), ("steps", args.steps), ("precision", args.precision))
         )
         + (" --ops" if args.ops else "")
+        + (" --compile" if args.compile else "")
+        + (" --exclude-first" if args.exclude_first else "")
     )
     text = section(args.label, command, result, args.beside)
     print(text)

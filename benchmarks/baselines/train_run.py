@@ -225,6 +225,7 @@ def grpo_trainer(
     processing_class,
     renderer,
     bf16: bool | None = None,
+    compile_learner: bool = False,
 ):
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, mixed_tasks_dataset, tasks_dataset
 
@@ -258,6 +259,7 @@ def grpo_trainer(
         mask_truncated_completions=row.mask_truncated_turns,
         use_cpu=True,
         bf16=bf16,
+        compile_learner=compile_learner,
         logging_steps=1,
         save_strategy="no",
         report_to=[],

@@ -16,6 +16,11 @@ The packed sequence lists the nodes in the order the rows create them, so each r
 consecutive nodes, each the child of the one before; a run attends to its ancestors' path (gathered
 once per layer) and causally to itself.
 
+With ``compile_layers`` the decoder layers run through ``torch.compile`` (inductor; the tree's attention,
+a loop over runs, stays eager between the compiled pieces): norms, rotary embeddings, residual adds and the
+MLP's activation fuse into a few kernels instead of one pass over memory each. The compiled layers replace
+the eager ones only inside the tree's forward (and its recomputation), never in generation.
+
 The language-model head runs only where a log probability is asked for (``ChunkedLogProbs``), in
 chunks of rows, never materialising the ``(tokens, vocabulary)`` logits of the batch, and recomputes
 each chunk in the backward pass.
@@ -29,7 +34,9 @@ not otherwise, and callers fall back to their framework's own forward.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import shutil
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +51,9 @@ from gem_adapters.policies import kv_engine
 
 ATTENTION = "gem_prefix_tree"
 LOGPROB_CHUNK_ROWS = 128  # rows of logits computed at once: 128 x 49,152 fp32 = 25 MB for SmolLM2
+# Under autocast, rows of the head's weight gradient per bf16 matrix product (grads kept transposed):
+# 1024 x 49,152 bf16 = 100 MB for SmolLM2 (benchmarks/logprob_chunk_rows.py); 0: an fp32 product per chunk.
+WEIGHT_GRAD_ROWS = 1024
 
 
 @dataclass
@@ -124,6 +134,7 @@ class PrefixTree:
         return runs
 
 
+@torch.compiler.disable  # a Python loop over the tree's runs: the compiled layers call it eagerly
 def tree_attention(
     module: Any,
     query: torch.Tensor,
@@ -187,18 +198,57 @@ def warn_once(message: str) -> None:
     warnings.warn(message, stacklevel=3)
 
 
-def tree_hidden_states(model: Any, tree: PrefixTree) -> torch.Tensor:
+def why_not_compile(device: Any = "cpu") -> str | None:
+    """None if ``torch.compile`` can build the kernels of ``compile_layers`` for ``device`` here, else why
+    not (on a CPU, inductor compiles C++)."""
+    from torch._inductor import config as inductor_config
+
+    if torch.device(device).type != "cpu":
+        return None
+    cxx = inductor_config.cpp.cxx
+    compiler = (cxx[-1] if isinstance(cxx, (list, tuple)) else cxx) or "g++"
+    if shutil.which(compiler) is None:
+        return f"torch.compile needs a C++ compiler for CPU kernels and {compiler!r} is not on PATH"
+    return None
+
+
+def _decoder_layers(model: Any) -> Sequence[Any]:
+    layers = getattr(model.base_model, "layers", None)
+    if layers is None:
+        raise ValueError(f"compile_layers: {type(model.base_model).__name__} has no decoder .layers")
+    return layers
+
+
+@contextlib.contextmanager
+def _compiled(layers: Sequence[Any]):
+    """Each layer's ``forward`` replaced by its compiled version (built once, kept on the layer)."""
+    for layer in layers:
+        compiled = layer.__dict__.get("_gem_compiled_forward")
+        if compiled is None:
+            compiled = torch.compile(layer.forward, dynamic=True)
+            layer._gem_compiled_forward = compiled
+        layer.forward = compiled
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.forward  # the class's forward again
+
+
+def tree_hidden_states(model: Any, tree: PrefixTree, compile_layers: bool = False) -> torch.Tensor:
     """The backbone's last hidden state at every node, ``(len(tree), hidden)``."""
     config = model.config
     previous = config._attn_implementation
     config._attn_implementation = ATTENTION
+    layers = _compiled(_decoder_layers(model)) if compile_layers else contextlib.nullcontext()
     try:
-        out = model.base_model(
-            input_ids=tree.tokens[None],
-            position_ids=tree.positions[None],
-            use_cache=False,
-            gem_tree=tree,
-        )
+        with layers:
+            out = model.base_model(
+                input_ids=tree.tokens[None],
+                position_ids=tree.positions[None],
+                use_cache=False,
+                gem_tree=tree,
+            )
     finally:
         config._attn_implementation = previous
     return out.last_hidden_state[0]
@@ -248,8 +298,16 @@ class ChunkedLogProbs(torch.autograd.Function):
         grad_hidden = torch.zeros_like(hidden, dtype=torch.float32) if need_hidden else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if need_weight else None
         grad_bias = torch.zeros_like(bias, dtype=torch.float32) if need_bias and bias is not None else None
-        for start in range(0, hidden.shape[0], LOGPROB_CHUNK_ROWS):
-            end = min(start + LOGPROB_CHUNK_ROWS, hidden.shape[0])
+        rows = hidden.shape[0]
+        low = ctx.autocast[1] if ctx.autocast[2] else None
+        # Under autocast the weight gradient is computed as autocast's linear backward does (bf16 operands,
+        # fp32 accumulation), over up to WEIGHT_GRAD_ROWS rows at a time from chunk gradients kept transposed.
+        stash = None
+        if grad_weight is not None and low is not None and WEIGHT_GRAD_ROWS > 0:
+            stash = torch.empty(weight.shape[0], min(WEIGHT_GRAD_ROWS, rows), dtype=low, device=weight.device)
+        stashed = 0
+        for start in range(0, rows, LOGPROB_CHUNK_ROWS):
+            end = min(start + LOGPROB_CHUNK_ROWS, rows)
             h = hidden[start:end]
             log_p = _logits(h, weight, bias, ctx.temperature).sub_(log_z[start:end, None])
             p = log_p.exp()
@@ -268,7 +326,13 @@ class ChunkedLogProbs(torch.autograd.Function):
                 grad.div_(ctx.temperature)
             if grad_hidden is not None:
                 grad_hidden[start:end] = grad.to(weight.dtype) @ weight
-            if grad_weight is not None:
+            if stash is not None:
+                stash[:, stashed : stashed + end - start] = grad.t()
+                stashed += end - start
+                if end == rows or stashed + LOGPROB_CHUNK_ROWS > stash.shape[1]:
+                    grad_weight.add_(stash[:, :stashed] @ hidden[end - stashed : end].to(low))
+                    stashed = 0
+            elif grad_weight is not None:
                 grad_weight.addmm_(grad.t(), h.float())
             if grad_bias is not None:
                 grad_bias.add_(grad.sum(dim=0))
@@ -343,9 +407,9 @@ def group_rows(rows: Sequence[Sequence[int]], max_tree_tokens: int | None) -> li
     return groups
 
 
-def _tree_logprobs(model, tree, nodes, temperature, compute_entropy):
+def _tree_logprobs(model, tree, nodes, temperature, compute_entropy, compile_layers):
     parents = torch.tensor([tree.parents[n] for n in nodes.tolist()], dtype=torch.long, device=nodes.device)
-    hidden = tree_hidden_states(model, tree)
+    hidden = tree_hidden_states(model, tree, compile_layers)
     head = model.get_output_embeddings()
     return ChunkedLogProbs.apply(
         hidden.index_select(0, parents),
@@ -365,6 +429,7 @@ def token_logprobs(
     temperature: float = 1.0,
     compute_entropy: bool = False,
     max_tree_tokens: int | None = None,
+    compile_layers: bool = False,
 ) -> TokenLogProbs:
     """What a padded forward gives a loss, from forwards over the batch's prefix tree.
 
@@ -376,7 +441,10 @@ def token_logprobs(
     ``max_tree_tokens`` bounds the activations kept for the backward pass: rows are split into groups
     whose trees hold at most that many tokens (``group_rows``), and with more than one group each
     group's forward is recomputed in the backward pass (activation checkpointing), one group at a
-    time; a prefix that groups share is then computed once per group."""
+    time; a prefix that groups share is then computed once per group.
+
+    ``compile_layers``: run the decoder layers compiled (see the module docstring; ``why_not_compile``
+    says where that cannot work). The first call compiles, ~30 s for SmolLM2 on 2 CPU cores."""
     if not contiguous_rows(attention_mask):
         raise ValueError("token_logprobs: each row's attended positions must be one contiguous block")
     batch, width = input_ids.shape
@@ -404,11 +472,18 @@ def token_logprobs(
         nodes, inverse = torch.tensor(wanted, device=device).unique(return_inverse=True)
         if len(groups) > 1 and torch.is_grad_enabled():
             node_lp, node_entropy, node_top1 = torch.utils.checkpoint.checkpoint(
-                _tree_logprobs, model, tree, nodes, temperature, compute_entropy, use_reentrant=False
+                _tree_logprobs,
+                model,
+                tree,
+                nodes,
+                temperature,
+                compute_entropy,
+                compile_layers,
+                use_reentrant=False,
             )
         else:
             node_lp, node_entropy, node_top1 = _tree_logprobs(
-                model, tree, nodes, temperature, compute_entropy
+                model, tree, nodes, temperature, compute_entropy, compile_layers
             )
         flat = torch.tensor([f for b in group for _, f in where[b]], device=device)
         logprobs = logprobs.index_copy(0, flat, node_lp.index_select(0, inverse))

@@ -72,6 +72,15 @@ class GEMGRPOConfig(GRPOConfig):
         },
     )
 
+    compile_learner: bool = field(
+        default=False,
+        metadata={
+            "help": "Run the decoder layers of the learner's prefix-tree forward through torch.compile "
+            "(attention stays eager; generation is untouched): fused elementwise work, ~30 s of compilation "
+            "at the first step, worth it on long episodes (benchmarks/results/long_step_profile.txt)."
+        },
+    )
+
     def __post_init__(self) -> None:
         if self.bf16 is None and not self.fp16:
             import torch
@@ -89,6 +98,14 @@ class GEMGRPOConfig(GRPOConfig):
             raise ValueError("max_turns must be at least 1")
         if self.max_tree_tokens is not None and self.max_tree_tokens < 1:
             raise ValueError("max_tree_tokens must be at least 1 (or None)")
+        if self.compile_learner:
+            import torch
+
+            from gem_adapters.algorithms.prefix_tree import why_not_compile
+
+            why = why_not_compile("cpu" if self.use_cpu or not torch.cuda.is_available() else "cuda")
+            if why is not None:
+                raise ValueError(f"compile_learner: {why}")
         from gem_adapters.algorithms.advantages import require_estimator
 
         trainer = (

@@ -268,6 +268,7 @@ class GEMGRPOTrainer(GRPOTrainer):
                 self.temperature,
                 compute_entropy=compute_entropy,
                 max_tree_tokens=self.args.max_tree_tokens,
+                compile_layers=self.args.compile_learner,
             )
         self.clock.count("learner_tokens", out.tokens)
         self._learner_logprobs = out.logprobs[:, -logits_to_keep:].detach()

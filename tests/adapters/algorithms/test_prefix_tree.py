@@ -12,6 +12,7 @@ from gem_adapters.algorithms.prefix_tree import (
     group_rows,
     supports_model,
     token_logprobs,
+    why_not_compile,
 )
 from gem_adapters.algorithms.warmup import scripted_episodes
 from gem_adapters.episodes.chat_renderer import ChatRenderer
@@ -87,12 +88,21 @@ def episodes_for(tokenizer, template):
     return guess + hanoi
 
 
+COMPILER = pytest.mark.skipif(why_not_compile() is not None, reason=str(why_not_compile()))
+
+
 @pytest.mark.parametrize(
-    ("template", "max_tree_tokens"),
-    [(None, None), (QWEN3_TEMPLATE, None), (None, 300)],
-    ids=["smollm2", "qwen3", "smollm2-groups-recomputed"],
+    ("template", "max_tree_tokens", "compile_layers"),
+    [
+        (None, None, False),
+        (QWEN3_TEMPLATE, None, False),
+        (None, 300, False),
+        pytest.param(None, None, True, marks=COMPILER),
+        pytest.param(None, 300, True, marks=COMPILER),
+    ],
+    ids=["smollm2", "qwen3", "smollm2-groups-recomputed", "compiled", "compiled-groups-recomputed"],
 )
-def test_logprobs_and_gradients_equal_the_unshared_forward(template, max_tree_tokens):
+def test_logprobs_and_gradients_equal_the_unshared_forward(template, max_tree_tokens, compile_layers):
     tokenizer = load_tokenizer("smollm2")  # its own copy: the template changes here
     episodes = episodes_for(tokenizer, template)
     ids, mask, scored = padded_batch(episodes)
@@ -106,9 +116,13 @@ def test_logprobs_and_gradients_equal_the_unshared_forward(template, max_tree_to
     model.zero_grad()
 
     out = token_logprobs(
-        model, ids, mask, scored, temperature=0.7, compute_entropy=True, max_tree_tokens=max_tree_tokens
-    )
+        model, ids, mask, scored, temperature=0.7, compute_entropy=True, max_tree_tokens=max_tree_tokens,
+        compile_layers=compile_layers,
+    )  # fmt: skip
     (out.logprobs * weights).sum().add((out.entropy * weights).sum() * 0.3).backward()
+    if compile_layers:  # the compiled layers served the tree's forward only: generation runs the eager ones
+        assert all("forward" not in vars(layer) for layer in model.model.layers)
+        assert all("_gem_compiled_forward" in vars(layer) for layer in model.model.layers)
 
     torch.testing.assert_close(out.logprobs, reference_lp, atol=2e-5, rtol=1e-5)
     torch.testing.assert_close(out.entropy, reference_h, atol=5e-5, rtol=1e-5)

@@ -128,3 +128,35 @@ def test_a_bf16_trainer_step_logs_a_small_logprob_gap(tokenizer, tmp_path):
     assert gaps and max(gaps) < 0.05
     assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}
     assert all(p.grad is None or p.grad.dtype == torch.float32 for p in trainer.model.parameters())
+
+
+@pytest.mark.parametrize("rows", [600, 64])  # several weight-gradient products with a partial last one; one
+def test_bf16_head_gradients_are_autocasts_linear_backward(monkeypatch, rows):
+    """Under bf16 autocast the chunked head's gradients are what autocast's own linear layer gives: its
+    weight gradient from bf16 operands, stashed over several logit chunks, within bf16 rounding."""
+    monkeypatch.setattr(prefix_tree, "LOGPROB_CHUNK_ROWS", 64)
+    monkeypatch.setattr(prefix_tree, "WEIGHT_GRAD_ROWS", 256)
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(rows, 32, generator=generator, requires_grad=True)
+    weight = (torch.randn(500, 32, generator=generator) * 0.3).requires_grad_()
+    targets = torch.randint(0, 500, (rows,), generator=generator)
+    scale = torch.randn(rows, generator=generator)
+
+    def grads(chunked):
+        hidden.grad = weight.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            if chunked:
+                logprobs, entropy, _ = prefix_tree.ChunkedLogProbs.apply(
+                    hidden, weight, None, targets, 1.0, True
+                )
+            else:
+                log_p = torch.nn.functional.linear(hidden, weight).float().log_softmax(-1)
+                logprobs = log_p.gather(1, targets[:, None])[:, 0]
+                entropy = -(log_p.exp() * log_p).sum(-1)
+        (logprobs * scale).sum().add((entropy * scale).sum() * 0.5).backward()
+        return hidden.grad.clone(), weight.grad.clone()
+
+    for name, got, want in zip(("hidden", "weight"), grads(True), grads(False)):
+        error = (got - want).abs().max().item()
+        assert error <= 1e-2 * want.abs().max().item(), f"{name}: off by {error}"
+        assert got.dtype == torch.float32

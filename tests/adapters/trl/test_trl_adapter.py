@@ -17,6 +17,7 @@ import torch
 pytest.importorskip("trl")
 
 import gem_core
+from gem_adapters.algorithms import prefix_tree
 from gem_adapters.algorithms.advantages import compute_advantages
 from gem_adapters.trl import (
     GEMGRPOConfig,
@@ -352,6 +353,34 @@ def test_the_learner_shares_prefixes_with_the_padded_forwards_loss(rebn_run):
     width = inputs["prompt_ids"].size(1) + inputs["completion_ids"].size(1)
     assert 0 < logged["timing/unique_tokens"] <= logged["timing/learner_tokens"] < 6 * width
     assert logged["timing/forward_s"] > 0 and logged["timing/backward_s"] > 0
+
+
+@pytest.mark.skipif(prefix_tree.why_not_compile() is not None, reason=str(prefix_tree.why_not_compile()))
+def test_compile_learner_gives_the_padded_forwards_loss(rebn_run):
+    """``compile_learner``: the prefix-tree forward through compiled decoder layers, same loss and gradients."""
+    from tests.adapters.algorithms.test_prefix_tree import assert_same_gradient
+
+    trainer = rebn_run[0]
+    inputs = trainer.loss_inputs[0]
+    results = {}
+    for share, compiled in ((False, False), (True, True)):
+        trainer.args.share_prefixes, trainer.args.compile_learner = share, compiled
+        trainer.model.zero_grad()
+        loss = trainer._compute_loss(trainer.model, inputs)
+        loss.backward()
+        results[compiled] = (loss.detach(), {n: p.grad.clone() for n, p in trainer.model.named_parameters()})
+    trainer.args.share_prefixes, trainer.args.compile_learner = True, False
+    torch.testing.assert_close(results[True][0], results[False][0], atol=1e-6, rtol=1e-5)
+    for name, grad in results[True][1].items():
+        assert_same_gradient(grad, results[False][1][name], name)
+
+
+def test_compile_learner_without_a_compiler_is_refused(tmp_path, monkeypatch):
+    from torch._inductor import config as inductor_config
+
+    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, "no-such-compiler++"))
+    with pytest.raises(ValueError, match=r"compile_learner: .*'no-such-compiler\+\+' is not on PATH"):
+        GEMGRPOConfig(output_dir=str(tmp_path), use_cpu=True, compile_learner=True)
 
 
 def test_mask_truncated_completions_masks_each_cut_action_and_nothing_else(tokenizer, tmp_path):
