@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -115,14 +117,16 @@ def test_logprobs_and_gradients_equal_the_unshared_forward(template, max_tree_to
     reference_grads = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
 
+    hooked = model.model.layers[1]  # a layer whose forward a hook wraps (as accelerate's do)
+    hook = hooked.forward = functools.partial(type(hooked).forward, hooked)
     out = token_logprobs(
         model, ids, mask, scored, temperature=0.7, compute_entropy=True, max_tree_tokens=max_tree_tokens,
         compile_layers=compile_layers,
     )  # fmt: skip
     (out.logprobs * weights).sum().add((out.entropy * weights).sum() * 0.3).backward()
-    if compile_layers:  # the compiled layers served the tree's forward only: generation runs the eager ones
-        assert all("forward" not in vars(layer) for layer in model.model.layers)
-        assert all("_gem_compiled_forward" in vars(layer) for layer in model.model.layers)
+    # the compiled layers served the tree's forward only: generation runs the layers as they were
+    assert "forward" not in vars(model.model.layers[0]) and hooked.forward is hook
+    assert all(("_gem_compiled_forward" in vars(layer)) == compile_layers for layer in model.model.layers)
 
     torch.testing.assert_close(out.logprobs, reference_lp, atol=2e-5, rtol=1e-5)
     torch.testing.assert_close(out.entropy, reference_h, atol=5e-5, rtol=1e-5)
