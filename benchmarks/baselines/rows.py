@@ -723,6 +723,26 @@ PLATEAU += [
         "RL starts from wins in its batches; the solver's moves read all feedback so far, hard to imitate "
         "for the small policy: a slow rise",
     ),
+    _tried(
+        "tool_Arithmetic-v0-python--smollm2",
+        "warmup-x4",
+        "learns",
+        warmup_episodes=256,
+        expectation="learns: diagnosis: after the 64-episode warm-up (8 SFT steps at lr 5e-5) no held-out or "
+        "training episode of the 3 seeds called Python (1.00 turns an episode throughout): the policy answers "
+        "at once, 0.04 right, and RL never sees the tool's reward. 256 episodes (32 SFT steps) of the "
+        "call-then-answer player should teach the call, whose printed result is the answer to copy",
+    ),
+    _tried(
+        "tool_LocalWiki-v0-search--smollm2",
+        "warmup-x4",
+        "learns slowly",
+        warmup_episodes=256,
+        expectation="learns slowly: diagnosis as the Python tool's row: after the 64-episode warm-up no episode "
+        "searched (1.00 turns an episode on every seed, 0.01 right), so RL never saw a passage. 256 "
+        "episodes of the search-then-answer player should teach the search; copying the answer span out of "
+        "a retrieved passage is harder for 135M than copying a printed number: a slow rise",
+    ),
 ]
 
 # ---- the mixture row (issue 58, item 4) -----------------------------------------------------------------
