@@ -81,6 +81,26 @@ def test_a_rise_that_ends_at_chance_is_not_learning():
     assert above["verdict"] == "learns"
 
 
+@pytest.mark.parametrize(
+    ("env_id", "player", "tool"),
+    [
+        ("tool:Arithmetic-v0-python", "python_then_answer", "<python>"),
+        ("tool:LocalWiki-v0-search", "search_then_answer", "<search>"),
+    ],
+)
+def test_a_planned_warm_up_player_calls_the_tool_then_answers_in_every_game(env_id, player, tool):
+    """The warm-up plays every game in one env, reset per seed: each game gets its own plan (a stale one
+    answered the first game's question at once in every later game)."""
+    from benchmarks.baselines.players import PLAYERS, register_tool_envs
+    from gem_adapters.algorithms.warmup import scripted_games
+
+    register_tool_envs()
+    games = list(scripted_games(env_id, range(5), PLAYERS[player]()))
+    for _, moves in games:
+        assert [move.startswith(tool) for _, move, _ in moves] == [True, False]
+        assert moves[-1][2][1] == 1.0  # the answer copied from the tool's output wins
+
+
 def test_the_random_player_scores_what_chance_predicts():
     """The real random player: a third of three-label questions; some TicTacToe wins against a random
     opponent; no win at all in a game with a turn limit too short to win in."""

@@ -76,13 +76,17 @@ def register_tool_envs() -> None:
 
 
 def _planned(plan: Callable[[Any], list[str]]) -> Player:
-    """A player that plays ``plan(env)`` (made at the episode's first turn) one action per turn."""
-    turns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    """A player that plays ``plan(env)`` one action per turn. The plan is made at an episode's first turn:
+    when the env holds another example than the one planned for, or the last plan has been played out
+    (a warm-up plays every game in one env, reset per seed)."""
+    plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def play(env: Any) -> str:
-        moves, done = turns.setdefault(env, (plan(env), 0))
-        turns[env] = (moves, done + 1)
-        return moves[min(done, len(moves) - 1)]
+        example, moves, done = plans.get(env, (None, [], 0))
+        if example is not env.example or done >= len(moves):
+            example, moves, done = env.example, plan(env), 0
+        plans[env] = (example, moves, done + 1)
+        return moves[done]
 
     return play
 

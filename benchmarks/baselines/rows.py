@@ -566,16 +566,20 @@ PLATEAU = [
     ),
     _plateau(
         "tool_Arithmetic-v0-python--smollm2",
-        "does not learn",
-        expectation="does not learn: today 0.04 -> 0.04; the model answers at once instead of calling "
-        "Python (1 turn, ~13 tokens). Diagnosis: tool-call share per step; smallest change: a 128-episode "
-        "warm-up",
+        "learns",
+        expectation="learns (set again before its second run): its first run, 0.04 -> 0.03 with no episode "
+        "calling Python, had a broken warm-up: the scripted player answered the first game's question at "
+        "once in every later game (``players._planned`` kept one plan per env, and the warm-up plays every "
+        "game in one env), so the policy learnt to answer at once with a stale number. With a plan per game "
+        "the warm-up calls Python, whose printed result is the answer to copy",
     ),
     _plateau(
         "tool_LocalWiki-v0-search--smollm2",
-        "does not learn",
-        expectation="does not learn: today 0.01 -> 0.01. Diagnosis: search-call share and answer-in-passage "
-        "rate; smallest change: a 128-episode warm-up",
+        "learns slowly",
+        expectation="learns slowly (set again before its second run): its first run, 0.01 -> 0.01 with no "
+        "episode searching, had the Python tool row's broken warm-up (the first game's answer replayed at "
+        "once in every later game). With a plan per game the warm-up searches; copying the answer span out "
+        "of a retrieved passage is harder for 135M than copying a printed number: a slow rise",
     ),
     _plateau(
         "code_PythonBasics-v0--smollm2",
@@ -722,26 +726,6 @@ PLATEAU += [
         "a player that guesses the solver's word on 1 turn in 4 (it wins 0.86 of 200 games; 1 in 10 wins 0.54) "
         "RL starts from wins in its batches; the solver's moves read all feedback so far, hard to imitate "
         "for the small policy: a slow rise",
-    ),
-    _tried(
-        "tool_Arithmetic-v0-python--smollm2",
-        "warmup-x4",
-        "learns",
-        warmup_episodes=256,
-        expectation="learns: diagnosis: after the 64-episode warm-up (8 SFT steps at lr 5e-5) no held-out or "
-        "training episode of the 3 seeds called Python (1.00 turns an episode throughout): the policy answers "
-        "at once, 0.04 right, and RL never sees the tool's reward. 256 episodes (32 SFT steps) of the "
-        "call-then-answer player should teach the call, whose printed result is the answer to copy",
-    ),
-    _tried(
-        "tool_LocalWiki-v0-search--smollm2",
-        "warmup-x4",
-        "learns slowly",
-        warmup_episodes=256,
-        expectation="learns slowly: diagnosis as the Python tool's row: after the 64-episode warm-up no episode "
-        "searched (1.00 turns an episode on every seed, 0.01 right), so RL never saw a passage. 256 "
-        "episodes of the search-then-answer player should teach the search; copying the answer span out of "
-        "a retrieved passage is harder for 135M than copying a printed number: a slow rise",
     ),
 ]
 
