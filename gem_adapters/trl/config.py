@@ -76,8 +76,8 @@ class GEMGRPOConfig(GRPOConfig):
         default=False,
         metadata={
             "help": "Run the decoder layers of the learner's prefix-tree forward through torch.compile "
-            "(attention stays eager; generation is untouched): fused elementwise work, 4% off a long "
-            "Mastermind step's learner on a CPU for ~17 s of compilation at the first step "
+            "(attention stays eager; generation is untouched): fused elementwise work, 0.96x the learner's "
+            "time on a long Mastermind step on a CPU for ~17 s of compilation at the first step "
             "(benchmarks/results/long_step_profile.txt)."
         },
     )
