@@ -375,12 +375,14 @@ def test_compile_learner_gives_the_padded_forwards_loss(rebn_run):
         assert_same_gradient(grad, results[False][1][name], name)
 
 
-def test_compile_learner_without_a_compiler_is_refused(tmp_path, monkeypatch):
+def test_compile_learner_without_a_compiler_is_refused(tmp_path):
     from torch._inductor import config as inductor_config
 
-    monkeypatch.setattr(inductor_config.cpp, "cxx", (None, "no-such-compiler++"))
-    with pytest.raises(ValueError, match=r"compile_learner: .*'no-such-compiler\+\+' is not on PATH"):
-        GEMGRPOConfig(output_dir=str(tmp_path), use_cpu=True, compile_learner=True)
+    # torch's own patch: pytest's monkeypatch undoes this attribute with a delattr, which hides it for good
+    with inductor_config.patch({"cpp.cxx": (None, "no-such-compiler++")}):
+        with pytest.raises(ValueError, match=r"compile_learner: .*'no-such-compiler\+\+' is not on PATH"):
+            GEMGRPOConfig(output_dir=str(tmp_path), use_cpu=True, compile_learner=True)
+    assert inductor_config.cpp.cxx != (None, "no-such-compiler++")
 
 
 def test_mask_truncated_completions_masks_each_cut_action_and_nothing_else(tokenizer, tmp_path):
