@@ -602,13 +602,22 @@ PLATEAU = [
 ]
 
 
-def _tried(name: str, change: str, verdict: str, expectation: str, **settings) -> Row:
+def _tried(
+    name: str,
+    change: str,
+    verdict: str,
+    expectation: str,
+    estimators: tuple[str, ...] = ("rebn",),
+    **settings,
+) -> Row:
     """The plateau row ``name`` trying one change (``settings``, slug ``change``) where it did not learn:
-    ReBN, the same budget and seeds; its verdict and expectation set before it runs."""
+    ReBN (GRPO beside it once ReBN rose with the change: item 1's comparison), the same budget and seeds;
+    its verdict and expectation set before it runs."""
     assert verdict in VERDICTS, verdict
+    assert estimators[0] == "rebn" and set(estimators) <= set(BOTH), estimators
     base = next(r for r in PLATEAU if r.name == name)
     return replace(
-        base, **settings, change=change, estimators=("rebn",), verdict=verdict, expectation=expectation
+        base, **settings, change=change, estimators=estimators, verdict=verdict, expectation=expectation
     )
 
 
@@ -619,6 +628,7 @@ PLATEAU += [
         "game_GuessTheNumber-v1-easy--small",
         "warmup-x4",
         "learns",
+        estimators=BOTH,  # ReBN rose with the change: GRPO beside it (item 1)
         small_warmup_steps=1600,
         expectation="learns: diagnosis of the 400-step warm-up: 21% of its guesses (45% of those after the "
         "first) contradict an earlier hint (its scripted player's: none), while every group of a batch has a signal; RL did "
@@ -691,6 +701,7 @@ PLATEAU += [
         "game_TowerOfHanoi-v1-easy--small",
         "solver-warmup",
         "learns",
+        estimators=BOTH,  # ReBN rose with the change: GRPO beside it (item 1)
         small_task="hanoi_solver50",
         expectation="learns: in 180 RL steps (11,520 episodes) no training episode was won, since the warm-up "
         "imitates random legal moves (0.01 of games won), so success never had a signal while the "
