@@ -286,9 +286,8 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
             label = (
                 f"{mixture}{framework} {estimator}{' ' + change if change else ''} ({len(groups[key])} seeds)"
             )
-            where = (
-                f", {key[0]}" if key[0] in FRAMEWORK_EXPERIMENTS else ""
-            )  # its own settings: its own panel
+            # a cross-framework experiment ran at its own settings: a panel of its own
+            where = f", {key[0]}" if key[0] in FRAMEWORK_EXPERIMENTS else ""
             panels.setdefault(f"{env_id} ({policy}{where})", {})[label] = curve
     written = [table_path]
     if chance_table.path.exists():  # measured for at least one line
