@@ -62,9 +62,10 @@ def test_table_line_and_file(tmp_path):
     assert list(rows[0]) == results.TABLE_COLUMNS == [
         "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
         "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict", "mixture",
-        "change", "chance", "chance_hi",
+        "change", "chance", "chance_hi", "measured_on",
     ]  # fmt: skip
     assert rows[0]["mixture"] == rows[0]["change"] == ""  # a single-env line of a row trying no change
+    assert rows[0]["measured_on"] == results.HELD_OUT
     assert rows[0]["success_after"] == "0.75" and rows[1]["after_lo"] == rows[1]["after_hi"] == ""
     assert line["plateau_step"] == "" and line["verdict"] == "learns"  # no curve files: no plateau step
     assert one["verdict"] == "one seed"
@@ -342,12 +343,15 @@ def test_a_tried_change_is_its_base_row_with_one_change_in_a_folder_of_its_own()
         measured = {
             (t["env_id"], t["policy"]): t["verdict"]
             for t in csv.DictReader(f)
-            if t["estimator"] == "rebn" and not t.get("change")
+            if t["estimator"] == "rebn" and not t.get("change") and t["measured_on"] == results.HELD_OUT
         }
     assert tried and len({r.name for r in PLATEAU}) == len(PLATEAU)
     for row in tried:
         original = base[row.base_name]
-        assert row.name == f"{original.name}--{row.change}" and row.estimators == ("rebn",)
+        assert row.name == f"{original.name}--{row.change}" and row.estimators in (
+            ("rebn",),
+            ("rebn", "grpo"),
+        )
         assert (
             measured[(original.env_id, original.policy)] == "does not learn"
         )  # tried where it did not learn
@@ -375,7 +379,7 @@ def test_the_report_puts_a_tried_change_after_its_row(tmp_path):
             stem.with_suffix(".json").write_text(json.dumps(record))
     report("plateau", tmp_path)
     with open(tmp_path / "table.csv") as f:
-        lines = list(csv.DictReader(f))
+        lines = [line for line in csv.DictReader(f) if line["measured_on"] == results.HELD_OUT]
     assert [line["change"] for line in lines] == ["", tried.change]
     assert float(lines[1]["success_after"]) > float(lines[0]["success_after"])
 
@@ -564,3 +568,30 @@ def test_a_line_gets_its_verdict_only_when_every_seed_of_its_row_has_run():
     runs = [summary(s, b, a, row=row) for s, (b, a) in enumerate([(0.2, 0.5), (0.3, 0.6), (0.4, 0.9)])]
     assert results.table_line(runs[:2])["verdict"] == "2 of 3 seeds so far"
     assert results.table_line(runs)["verdict"] in VERDICTS
+
+
+def test_each_framework_run_of_section_15b_is_a_line_of_the_plateau_table(tmp_path):
+    """TRL, verl, OpenRLHF and ROLL on FifteenPuzzle (benchmarks/learning's ``frameworks_fifteen``): one line
+    per framework, before / after = the run's first and last 4 training steps, read from its own CSV."""
+    from benchmarks.baselines.frameworks import framework_summaries
+
+    fifteen = [s for s in framework_summaries() if s["_row"] == "frameworks_fifteen"]
+    assert sorted({s["framework"] for s in fifteen}) == ["openrlhf", "roll", "trl", "verl"]
+    for summary in fifteen:
+        with open(Path(summary["_stem"]).with_name(Path(summary["_stem"]).name + ".csv")) as f:
+            success = [float(r["success_rate"]) for r in csv.DictReader(f)]
+        assert len(success) == summary["steps"] == 16
+        assert summary["before"]["success_rate"] == pytest.approx(sum(success[:4]) / 4)
+        assert summary["after"]["success_rate"] == pytest.approx(sum(success[-4:]) / 4)
+
+    report("plateau", tmp_path)  # no held-out run in this folder: the framework lines alone
+    with open(tmp_path / "table.csv") as f:
+        lines = [r for r in csv.DictReader(f) if r["env_id"] == "game:FifteenPuzzle-v1-easy"]
+    assert sorted(r["framework"] for r in lines) == ["openrlhf", "roll", "trl", "verl"]
+    for line in lines:
+        assert line["seeds"] == "3" and line["measured_on"] == "training batches, steps 1-4 -> 13-16"
+        assert line["chance"] == ""  # the random player's chance is measured on held-out tasks only
+        runs = [s for s in fifteen if s["framework"] == line["framework"]]
+        after = [r["after"]["success_rate"] for r in runs]
+        assert float(line["success_after"]) == pytest.approx(sum(after) / 3, abs=1e-4)
+        assert line["plateau_step"] != ""  # curves read in place, though their names hold dots ("g0.9")

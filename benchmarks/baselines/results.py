@@ -14,7 +14,9 @@ Layout under ``benchmarks/results/baselines_trained/`` (``RESULTS``)::
 Another framework's runner adds its rows by writing the same ``.csv``/``.json`` pair (``framework`` set
 to its name; the JSON needs ``env_id``, ``framework``, ``estimator``, ``policy``, ``seed``, ``steps``,
 ``before``/``after`` with ``success_rate`` and ``return``, and ``wall_s``): ``report`` reads every
-summary under ``runs/`` whatever wrote it.
+summary under ``runs/`` whatever wrote it. A summary whose ``before``/``after`` are not held-out
+evaluations says what they are in ``measured_on`` (the table's column of that name; the cross-framework
+runs of ``benchmarks/learning``, ``frameworks.py``, compare windows of training batches).
 
 A mixture run (one policy on several envs, ``rows.mixture``) counts as one run of each of its envs:
 ``read_summaries`` turns its summary into one per env (that env's ``before``/``after`` from ``per_env``,
@@ -75,9 +77,10 @@ def results_dir(table: str) -> Path:
 TABLE_COLUMNS = [
     "env_id", "framework", "estimator", "policy", "seeds", "steps", "success_before", "success_after",
     "after_lo", "after_hi", "return_before", "return_after", "wall_s", "plateau_step", "verdict", "mixture",
-    "change", "chance", "chance_hi",
+    "change", "chance", "chance_hi", "measured_on",
 ]  # fmt: skip
 PLATEAU_MIN_STEPS = 6
+HELD_OUT = "held-out episodes"  # ``measured_on`` of a line whose before / after are held-out evaluations
 PLATEAU_MIN_TOLERANCE = 0.02
 CURVE_KEYS = ("success_rate", "return")
 
@@ -251,6 +254,7 @@ def table_line(runs: Sequence[dict[str, Any]], chance: dict[str, float] | None =
         "mixture": first.get("mixture", ""),
         "change": first.get("row", {}).get("change", ""),
         **chance,
+        "measured_on": first.get("measured_on", HELD_OUT),
     }
 
 
@@ -296,7 +300,8 @@ def read_curve(path: Path) -> list[dict[str, float]]:
 
 
 def seed_curves(run_paths: Sequence[Path]) -> list[list[dict[str, float]]]:
-    return [read_curve(p.with_suffix(".csv")) for p in run_paths if p.with_suffix(".csv").exists()]
+    paths = [p.with_name(f"{p.name}.csv") for p in run_paths]  # a stem may hold dots: "...-g0.9-seed0"
+    return [read_curve(p) for p in paths if p.exists()]
 
 
 def combine_curves(curves: Sequence[list[dict[str, float]]]) -> list[dict[str, float]]:

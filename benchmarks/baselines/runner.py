@@ -45,6 +45,8 @@ from typing import Any
 
 from benchmarks.baselines import results
 from benchmarks.baselines.chance import ChanceTable
+from benchmarks.baselines.frameworks import EXPERIMENTS as FRAMEWORK_EXPERIMENTS
+from benchmarks.baselines.frameworks import framework_summaries
 from benchmarks.baselines.rows import FRAMEWORK, TABLES, Row, find_rows
 from benchmarks.baselines.train_run import EVAL_FIRST_SEED, SMOKE_WARMUP_EPISODES
 
@@ -212,23 +214,33 @@ def table_markdown(
         if line["change"]:
             env += f" ({line['change']})"
         lines.append(
-            f"| {env} | {row.category if row else ''} | {line['policy']} | {line['framework']} | "
+            f"| {env} | {row.category if row else _source(key[0])} | {line['policy']} | {line['framework']} | "
             f"{line['estimator']} | {line['seeds']} | {line['steps']} x {runs[0]['episodes_per_step']} | "
             f"{_pct(line['success_before'])} -> **{_pct(line['success_after'])}** "
             f"[{_pct(line['after_lo'])}, {_pct(line['after_hi'])}] ({_pct(line['chance'])}) | {delta['mean']:+.2f} "
             f"[{_pct(delta['lo'])}, {_pct(delta['hi'])}] {delta['verdict']} | "
             f"{line['return_before']:.2f} -> {line['return_after']:.2f} | {line['plateau_step'] or '–'} | "
             f"{(row.verdict if row and row.verdict else '–')} -> {line['verdict']} | {line['wall_s'] / 3600:.2f} | "
-            f"{row.expectation if row else ''} |"
+            f"{row.expectation if row else _measured_on(line)} |"
         )
     return "\n".join(lines)
+
+
+def _source(row_name: str) -> str:
+    """The category cell of a line without a row of the table: the experiment it comes from."""
+    return f"cross-framework (learning's `{row_name}`)" if row_name in FRAMEWORK_EXPERIMENTS else ""
+
+
+def _measured_on(line: dict[str, Any]) -> str:
+    """What a line without a row of the table compares (a cross-framework run's training windows)."""
+    return "" if line["measured_on"] == results.HELD_OUT else f"({line['measured_on']})"
 
 
 def line_chance(chance_table: ChanceTable, run: dict[str, Any]) -> dict[str, float] | None:
     """The random player's success on the held-out tasks of ``run``'s line (None for a run that does not
     say which: one of another table's, recorded before rows were)."""
     row = run.get("row")
-    if not isinstance(row, dict) or run.get("smoke"):
+    if not isinstance(row, dict) or run.get("smoke") or "measured_on" in run:  # chance: held-out tasks only
         return None
     return chance_table.get(run["env_id"], EVAL_FIRST_SEED, row["eval_episodes"], row["max_turns"])
 
@@ -243,7 +255,10 @@ def replace_section(path: Path, markers: tuple[str, str], text: str) -> None:
 def report(table: str, results_dir: Path | None = None) -> list[Path]:
     """``table.csv``, the README's table and ``grid.png`` from every finished run; returns the files."""
     results_dir = results_dir or results.results_dir(table)
-    groups = results.grouped(results.read_summaries(results_dir) + compared_summaries(table))
+    found = results.read_summaries(results_dir) + compared_summaries(table)
+    if table == "plateau":  # the cross-framework runs of benchmarks/learning, one line per framework
+        found += framework_summaries()
+    groups = results.grouped(found)
     mixtures = {row.name for row in TABLES[table] if row.parts}
     envs = {env: i for i, env in enumerate(dict.fromkeys(e for row in TABLES[table] for e in row.env_ids))}
     order = {row.name: i for i, row in enumerate(TABLES[table]) if not row.change}
@@ -271,7 +286,9 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
             label = (
                 f"{mixture}{framework} {estimator}{' ' + change if change else ''} ({len(groups[key])} seeds)"
             )
-            panels.setdefault(f"{env_id} ({policy})", {})[label] = curve
+            # a cross-framework experiment ran at its own settings: a panel of its own
+            where = f", {key[0]}" if key[0] in FRAMEWORK_EXPERIMENTS else ""
+            panels.setdefault(f"{env_id} ({policy}{where})", {})[label] = curve
     written = [table_path]
     if chance_table.path.exists():  # measured for at least one line
         written.append(chance_table.path)

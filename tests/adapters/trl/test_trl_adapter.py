@@ -379,9 +379,9 @@ def test_compile_learner_without_a_compiler_is_refused(tmp_path):
     from torch._inductor import config as inductor_config
 
     # torch's own patch: pytest's monkeypatch undoes this attribute with a delattr, which hides it for good
-    with inductor_config.patch({"cpp.cxx": (None, "no-such-compiler++")}):
-        with pytest.raises(ValueError, match=r"compile_learner: .*'no-such-compiler\+\+' is not on PATH"):
-            GEMGRPOConfig(output_dir=str(tmp_path), use_cpu=True, compile_learner=True)
+    refused = pytest.raises(ValueError, match=r"compile_learner: .*'no-such-compiler\+\+' is not on PATH")
+    with inductor_config.patch({"cpp.cxx": (None, "no-such-compiler++")}), refused:
+        GEMGRPOConfig(output_dir=str(tmp_path), use_cpu=True, compile_learner=True)
     assert inductor_config.cpp.cxx != (None, "no-such-compiler++")
 
 
