@@ -17,9 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks.learning import experiments
-from benchmarks.learning.common import TASKS
-
 EXPERIMENTS = ("frameworks", "frameworks_fifteen", "frameworks_tictactoe")
 # experiments.trainer_name -> the framework's name in the table (``rows.FRAMEWORK`` is TRL's)
 FRAMEWORKS = {
@@ -39,6 +36,9 @@ def arm_change(arm: dict[str, Any]) -> str:
 
 def run_summary(experiment: str, arm: dict[str, Any], seed: int, path: Path) -> dict[str, Any]:
     """One finished run's summary in the table's format (the module's docstring)."""
+    from benchmarks.learning import experiments
+    from benchmarks.learning.common import TASKS
+
     rows = experiments.read(path)
     steps = len(rows)
     width = experiments.window(steps)
@@ -67,7 +67,11 @@ def run_summary(experiment: str, arm: dict[str, Any], seed: int, path: Path) -> 
 
 
 def framework_summaries() -> list[dict[str, Any]]:
-    """Every finished run of ``EXPERIMENTS``' framework arms (a run still going or not started: none)."""
+    """Every finished run of ``EXPERIMENTS``' framework arms (a run still going or not started: none).
+    Imported here: ``benchmarks.learning`` registers its envs and estimators (``shuffled_rebn``) on import,
+    which nothing that merely imports the runner should get."""
+    from benchmarks.learning import experiments
+
     summaries = []
     for experiment in EXPERIMENTS:
         for arm in experiments.EXPERIMENTS[experiment]:
