@@ -578,7 +578,7 @@ def test_each_framework_run_of_section_15b_is_a_line_of_the_plateau_table(tmp_pa
     fifteen = [s for s in framework_summaries() if s["_row"] == "frameworks_fifteen"]
     assert sorted({s["framework"] for s in fifteen}) == ["openrlhf", "roll", "trl", "verl"]
     for summary in fifteen:
-        with open(Path(summary["_stem"]).with_name(Path(summary["_stem"]).name + ".csv")) as f:
+        with open(results.curve_file(summary["_stem"])) as f:
             success = [float(r["success_rate"]) for r in csv.DictReader(f)]
         assert len(success) == summary["steps"] == 16
         assert summary["before"]["success_rate"] == pytest.approx(sum(success[:4]) / 4)

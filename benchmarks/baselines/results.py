@@ -299,8 +299,13 @@ def read_curve(path: Path) -> list[dict[str, float]]:
         ]
 
 
+def curve_file(stem: Path) -> Path:
+    """A run's curve ``<stem>.csv`` (not ``with_suffix``: a stem may hold dots, "...-g0.9-seed0")."""
+    return stem.with_name(f"{stem.name}.csv")
+
+
 def seed_curves(run_paths: Sequence[Path]) -> list[list[dict[str, float]]]:
-    paths = [p.with_name(f"{p.name}.csv") for p in run_paths]  # a stem may hold dots: "...-g0.9-seed0"
+    paths = [curve_file(p) for p in run_paths]
     return [read_curve(p) for p in paths if p.exists()]
 
 

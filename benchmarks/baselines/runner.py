@@ -279,7 +279,7 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
     panels: dict[str, dict[str, list[dict[str, float]]]] = {}
     for key in keys:
         _, env_id, framework, estimator, policy = key
-        curve = results.combine_curves(results.seed_curves([r["_stem"] for r in groups[key]]))
+        curve = results.line_curve(groups[key])
         if curve:
             mixture = "mixture " if key[0] in mixtures else ""
             change = groups[key][0].get("row", {}).get("change", "")
