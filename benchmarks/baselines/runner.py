@@ -195,7 +195,7 @@ def _pct(value: float) -> str:
 
 
 def table_markdown(
-    table: str, keys: list[tuple], groups: dict[tuple, list[dict]], chances: dict[tuple, dict | None]
+    table: str, keys: list[tuple], groups: dict[tuple, list[dict]], lines_of: dict[tuple, dict]
 ) -> str:
     """The README's table: one line per env x framework x estimator x policy with its verdict (a
     mixture's lines: the env "in" the mixture, beside the env's single-env lines)."""
@@ -207,7 +207,7 @@ def table_markdown(
     ]
     for key in keys:
         runs = groups[key]
-        line = results.table_line(runs, chances[key])
+        line = lines_of[key]
         delta = results.change(runs)
         row = rows.get(key[0])
         env = f"{line['env_id']} in {row.env_id}" if row and row.parts else line["env_id"]
@@ -273,9 +273,9 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
 
     keys = sorted(groups, key=order_key)
     chance_table = ChanceTable(results_dir / "chance.csv")
-    chances = {k: line_chance(chance_table, groups[k][0]) for k in keys}
     table_path = results_dir / "table.csv"
-    results.write_table([results.table_line(groups[k], chances[k]) for k in keys], table_path)
+    lines_of = {k: results.table_line(groups[k], line_chance(chance_table, groups[k][0])) for k in keys}
+    results.write_table([lines_of[k] for k in keys], table_path)
     panels: dict[str, dict[str, list[dict[str, float]]]] = {}
     for key in keys:
         _, env_id, framework, estimator, policy = key
@@ -297,7 +297,7 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
         written.append(results_dir / "grid.png")
     readme = results_dir / "README.md"
     if readme.exists() and README_TABLE[0] in readme.read_text():
-        replace_section(readme, README_TABLE, table_markdown(table, keys, groups, chances))
+        replace_section(readme, README_TABLE, table_markdown(table, keys, groups, lines_of))
         written.append(readme)
     if readme.exists() and README_DIAGNOSES[0] in readme.read_text():
         from benchmarks.baselines.diagnose import diagnoses_markdown
