@@ -6,7 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -14,7 +16,15 @@ import pytest
 
 from benchmarks.baselines import chance, results
 from benchmarks.baselines.rows import ENVS, MIXTURE, MIXTURE_SHARED, PLATEAU, TABLES, VERDICTS, Row, mixture
-from benchmarks.baselines.runner import Git, measured_from_parts, plan_markdown, report, run, schedule
+from benchmarks.baselines.runner import (
+    Git,
+    Overlaps,
+    measured_from_parts,
+    plan_markdown,
+    report,
+    run,
+    schedule,
+)
 from benchmarks.bootstrap import bootstrap
 
 
@@ -193,9 +203,18 @@ def test_check_table_runs_end_to_end_commits_and_resumes(repo):
     assert results.curve_path(results_dir, row.name, "trl", "rebn").exists()
     assert (results_dir / "grid.png").stat().st_size > 0
 
-    # The finished row was committed with its files alone, then the table in a commit of its own.
-    log = git(repo, "log", "--name-only", "--format=%s")
-    assert f"baselines: {row.label('rebn')}, 2 seeds" in log and "baselines: the check table" in log
+    # Each finished run was committed with its files alone as it finished, the curve over seeds when the
+    # row was done, then the table in a commit of its own.
+    subjects = git(repo, "log", "--reverse", "--format=%s").splitlines()
+    label = row.label("rebn")
+    assert subjects[1:] == [f"baselines: {label}, seed {s}" for s in row.seeds] + [
+        f"baselines: {label}, 2 seeds",
+        "baselines: the check table, README table and grid",
+    ]
+    first = git(repo, "show", "--name-only", "--format=", "HEAD~3").split()
+    assert sorted(first) == sorted(
+        str(stems[0].with_suffix(s).relative_to(repo)) for s in (".csv", ".json", ".log")
+    )
     assert git(repo, "status", "--porcelain") == ""
 
     # A finished run is never run again; a missing one is, and only it.
@@ -207,6 +226,29 @@ def test_check_table_runs_end_to_end_commits_and_resumes(repo):
     assert stems[0].with_suffix(".log").stat().st_mtime_ns == logs[stems[0]]
     assert stems[1].with_suffix(".log").stat().st_mtime_ns != logs[stems[1]]
     assert stems[1].with_suffix(".json").exists()
+
+
+def test_what_ran_beside_a_run_is_seen_across_runner_processes(tmp_path):
+    path = tmp_path / "activity.jsonl"
+    one, other = Overlaps(path), Overlaps(path)  # two runners of one machine
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    with open(path, "a") as f:  # runs without an end: one of a killed runner, one of a runner still going
+        f.write(
+            json.dumps({"event": "start", "key": "k1", "label": "killed", "pid": gone.pid, "t": 0.0}) + "\n"
+        )
+        f.write(
+            json.dumps({"event": "start", "key": "k2", "label": "going", "pid": os.getpid(), "t": 0.0}) + "\n"
+        )
+        f.write("not json\n")
+    with one.running("a") as a:
+        with other.running("b") as b:
+            pass
+        with other.running("c") as c:
+            pass
+    with one.running("d") as d:
+        pass
+    assert a == {"b", "c", "going"} and b == c == {"a", "going"} and d == {"going"}
 
 
 def test_report_reads_other_frameworks_results(tmp_path):

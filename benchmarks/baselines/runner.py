@@ -9,11 +9,11 @@
     python -m benchmarks.baselines diagnose plateau ROW [--seed 0]  # what RL starts from (diagnose.py)
 
 ``run`` trains every (row, estimator, seed) of the table whose summary JSON does not exist yet, one
-process per run with ``OMP_NUM_THREADS=1``; ``--workers`` rows at a time, a row's runs one after the
-other. When every seed of a row and estimator is done, its files (runs, curve) are committed at once
-(``git commit -- <those files>``), so a session that stops loses at most the runs in progress; the
-same command goes on from there, never re-running a finished run. A run that fails leaves no JSON
-(its log says why) and is tried again by the next ``run``. At the end ``report`` writes
+process per run with ``OMP_NUM_THREADS=1`` (``--threads``); ``--workers`` rows at a time, a row's runs one
+after the other. Each finished run's files are committed at once (``git commit -- <those files>``), and
+the curve over seeds when a row's estimator has all its seeds, so a session that stops loses at most the
+runs in progress; the same command goes on from there, never re-running a finished run. A run that fails
+leaves no JSON (its log says why) and is tried again by the next ``run``. At the end ``report`` writes
 ``table.csv``, the README's table and ``grid.png`` and commits them.
 
 A mixture row (``rows.mixture``) runs the same way; its report has one line per env of the mixture
@@ -49,6 +49,7 @@ from benchmarks.baselines.frameworks import EXPERIMENTS as FRAMEWORK_EXPERIMENTS
 from benchmarks.baselines.frameworks import framework_summaries
 from benchmarks.baselines.rows import FRAMEWORK, TABLES, Row, find_rows
 from benchmarks.baselines.train_run import EVAL_FIRST_SEED, SMOKE_WARMUP_EPISODES
+from gem_adapters.runtime.models import cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
 README_TABLE = ("<!-- table:start -->", "<!-- table:end -->")
@@ -63,25 +64,68 @@ SMOKE_COLUMNS = [
 
 
 class Overlaps:
-    """Which runs of this process ran at the same time as each run (what ran beside what)."""
+    """Which runs ran at the same time as each run (what ran beside what), across every runner process of
+    this machine (two runners side by side, of one table or of two): each run appends its start and end to
+    one activity file (``$GEM_CACHE/baselines/activity.jsonl``), and a run's neighbours are the runs whose
+    time meets its own. A run with no end whose runner process is gone (killed) is left out: when it
+    stopped is unknown."""
 
-    def __init__(self):
+    def __init__(self, path: Path | None = None):
+        self.path = path
         self.lock = threading.Lock()
-        self.active: dict[str, set[str]] = {}
+
+    def file(self) -> Path:
+        return self.path or cache_dir() / "baselines" / "activity.jsonl"
+
+    def _append(self, event: dict[str, Any]) -> None:
+        path = self.file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self.lock, open(path, "a") as f:  # one short appended line: whole across processes
+            f.write(json.dumps(event) + "\n")
+
+    def beside(self, key: str, start: float, end: float) -> set[str]:
+        """The labels of the runs other than ``key`` whose time meets ``[start, end]``."""
+        runs: dict[str, dict[str, Any]] = {}
+        for line in self.file().read_text().splitlines():
+            try:
+                event = json.loads(line)
+                runs.setdefault(event["key"], {"label": event["label"], "pid": event["pid"]})[
+                    event["event"]
+                ] = event["t"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue
+        labels = set()
+        for other, run in runs.items():
+            if other == key or "start" not in run:
+                continue
+            other_end = run.get("end", math.inf if _alive(run["pid"]) else None)
+            if other_end is not None and run["start"] < end and other_end > start:
+                labels.add(run["label"])
+        return labels
 
     @contextmanager
     def running(self, label: str):
-        """While the block runs, ``label`` is active; yields the set of the labels seen beside it."""
-        with self.lock:
-            beside = set(self.active)
-            for others in self.active.values():
-                others.add(label)
-            self.active[label] = beside
+        """While the block runs, ``label`` is active; the yielded set gets, as the block ends, the labels of
+        the runs seen beside it."""
+        key, start = f"{os.getpid()}-{threading.get_ident()}-{time.time_ns()}", time.time()
+        self._append({"event": "start", "key": key, "label": label, "pid": os.getpid(), "t": start})
+        beside: set[str] = set()
         try:
             yield beside
         finally:
-            with self.lock:
-                del self.active[label]
+            end = time.time()
+            self._append({"event": "end", "key": key, "label": label, "pid": os.getpid(), "t": end})
+            beside |= self.beside(key, start, end)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 OVERLAPS = Overlaps()
@@ -95,16 +139,23 @@ def run_one(
     steps: int | None = None,
     smoke: bool = False,
     table: str | None = None,
+    threads: int = 1,
 ) -> bool:
-    """One run in its own process (``OMP_NUM_THREADS=1``, console to ``stem.log``); True if it finished.
-    Its summary gets ``ran_beside``: the runs of this runner that overlapped it. ``table``: the table the
-    row is looked up in (row names repeat across tables, at other budgets)."""
+    """One run in its own process (``OMP_NUM_THREADS=threads``, console to ``stem.log``); True if it
+    finished. Its summary gets ``ran_beside``: the runs of every runner of this machine that overlapped it
+    (``Overlaps``). ``table``: the table the row is looked up in (row names repeat across tables, at other
+    budgets)."""
     command = [
         sys.executable, "-m", "benchmarks.baselines", "one", row.name, estimator, str(seed), "--out", str(stem),
         *(["--table", table] if table else []),
         *(["--steps", str(steps)] if steps else []), *(["--smoke"] if smoke else []),
     ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "PYTHONPATH": str(REPO),
+    }
     stem.parent.mkdir(parents=True, exist_ok=True)
     label = f"{row.label(estimator)} seed {seed}"
     with OVERLAPS.running(label) as beside, open(stem.with_suffix(".log"), "w") as log:
@@ -153,14 +204,18 @@ class Git:
         return False
 
 
-def train_row(row: Row, results_dir: Path, git: Git, table: str | None = None) -> None:
-    """Every run of ``row`` still missing, estimator by estimator; each finished estimator is committed."""
+def train_row(row: Row, results_dir: Path, git: Git, table: str | None = None, threads: int = 1) -> None:
+    """Every run of ``row`` still missing, estimator by estimator; each finished run is committed at once,
+    and the estimator's curve over seeds when its last seed is done."""
     for estimator in row.estimators:
         stems = [results.run_stem(results_dir, row.name, FRAMEWORK, estimator, s) for s in row.seeds]
         missing = [(s, stem) for s, stem in zip(row.seeds, stems) if not stem.with_suffix(".json").exists()]
         if not missing:
             continue
-        if not all([run_one(row, estimator, seed, stem, table=table) for seed, stem in missing]):
+        for seed, stem in missing:
+            if run_one(row, estimator, seed, stem, table=table, threads=threads):
+                git.commit(run_files(row, stem), f"baselines: {row.label(estimator)}, seed {seed}")
+        if not all(stem.with_suffix(".json").exists() for stem in stems):
             continue
         curve = results.curve_path(results_dir, row.name, FRAMEWORK, estimator)
         results.write_curve(results.combine_curves(results.seed_curves(stems)), curve)
@@ -169,21 +224,27 @@ def train_row(row: Row, results_dir: Path, git: Git, table: str | None = None) -
             part_stems = [results.part_stem(stem, part.name) for stem in stems]
             curves.append(results.curve_path(results_dir, f"{row.name}--{part.name}", FRAMEWORK, estimator))
             results.write_curve(results.combine_curves(results.seed_curves(part_stems)), curves[-1])
-        files = [
-            p
-            for stem in stems
-            for base in (stem, *(results.part_stem(stem, part.name) for part in row.parts))
-            for p in (base.with_suffix(s) for s in (".csv", ".json", ".log"))
-            if p.exists()
-        ]
-        git.commit([*files, *curves], f"baselines: {row.label(estimator)}, {len(stems)} seeds")
+        git.commit(curves, f"baselines: {row.label(estimator)}, {len(stems)} seeds")
 
 
-def run(table: str, patterns: list[str] | None, workers: int, git: Git, results_dir: Path) -> None:
+def run_files(row: Row, stem: Path) -> list[Path]:
+    """The files one run wrote: its curve, summary and log (a mixture's: each env's too)."""
+    bases = (stem, *(results.part_stem(stem, part.name) for part in row.parts))
+    return [
+        p for base in bases for p in (base.with_suffix(s) for s in (".csv", ".json", ".log")) if p.exists()
+    ]
+
+
+def run(
+    table: str, patterns: list[str] | None, workers: int, git: Git, results_dir: Path, threads: int = 1
+) -> None:
     rows = find_rows(table, patterns)
-    print(f"{len(rows)} rows of {table!r}, {workers} at a time -> {results_dir}", flush=True)
+    print(
+        f"{len(rows)} rows of {table!r}, {workers} at a time, {threads} thread(s) each -> {results_dir}",
+        flush=True,
+    )
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(lambda row: train_row(row, results_dir, git, table), rows))
+        list(pool.map(lambda row: train_row(row, results_dir, git, table, threads), rows))
     git.commit(report(table, results_dir), f"baselines: the {table} table, README table and grid")
 
 
@@ -555,7 +616,10 @@ def main(argv: list[str] | None = None) -> None:
             sub.add_argument("--rows", nargs="+", help="env ids or row names (default: every row)")
         if name == "run":
             sub.add_argument("--workers", type=int, default=2, help="rows trained at the same time")
-            sub.add_argument("--no-commit", action="store_true", help="do not commit finished rows")
+            sub.add_argument("--no-commit", action="store_true", help="do not commit finished runs")
+            sub.add_argument(
+                "--threads", type=int, default=1, help="threads of each run (2: a long SmolLM2 row alone)"
+            )
         if name == "smoke":
             sub.add_argument("--steps", type=int, default=2)
         if name == "plan":
@@ -599,7 +663,7 @@ def main(argv: list[str] | None = None) -> None:
         out = diagnose(row, args.seed, args.results)
         print(json.dumps(json.loads(out.read_text())["stats"], indent=1), f"\n-> {out}")
     elif args.command == "run":
-        run(args.table, args.rows, args.workers, Git(not args.no_commit), args.results)
+        run(args.table, args.rows, args.workers, Git(not args.no_commit), args.results, args.threads)
     elif args.command == "report":
         report(args.table, args.results)
     elif args.command == "smoke":
