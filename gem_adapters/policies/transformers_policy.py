@@ -346,37 +346,40 @@ def engine_unsupported(model: Any) -> str | None:
 
 def _probe_engine(model: Any) -> str | None:
     """Generate greedily through a throwaway engine (a shared prefix, a taken-over row, a decoding
-    run) and compare the logprobs with one plain forward pass per sequence."""
+    run) and compare the logprobs with one plain forward pass per sequence. Both run in the model's own
+    dtype whatever autocast the caller holds (a trainer's rollout under bf16 autocast builds its policy
+    there): bf16's rounding alone sets two correct paths apart by more than the fp32 tolerance."""
     import torch
 
     from gem_adapters.policies.kv_engine import KVEngine
 
-    engine = KVEngine(model, max_cache_tokens=1 << 20)
-    vocab = engine.vocab_size
-    rng = torch.Generator().manual_seed(0)
-    a = torch.randint(0, vocab, (6,), generator=rng).tolist()
-    b = a[:4] + torch.randint(0, vocab, (3,), generator=rng).tolist()
-    params = SamplingParams(max_new_tokens=3, temperature=0, stop_token_ids=())
-    first = engine.generate([a, b, a], params, [0, 1, 2])
-    a2 = a + first[0].generation.token_ids + b[-2:]
-    second = engine.generate([a2], params, [3])
-    was_training = model.training
-    model.eval()
-    try:
-        tolerance = 1e-3 if next(model.parameters()).dtype == torch.float32 else 0.1
-        for prompt, request in [(a, first[0]), (b, first[1]), (a, first[2]), (a2, second[0])]:
-            ids = list(prompt) + request.generation.token_ids
-            with torch.no_grad():
-                logits = model(input_ids=torch.tensor([ids], device=model.device)).logits[0].float()
-            logp = torch.log_softmax(logits, dim=-1)
-            expected = [
-                logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(request.generation.token_ids)
-            ]
-            if max(abs(x - y) for x, y in zip(expected, request.generation.logprobs)) > tolerance:
-                return "its logprobs through the engine differ from a plain forward pass"
-    finally:
-        model.train(was_training)
-    return None
+    with torch.autocast(next(model.parameters()).device.type, enabled=False):
+        engine = KVEngine(model, max_cache_tokens=1 << 20)
+        vocab = engine.vocab_size
+        rng = torch.Generator().manual_seed(0)
+        a = torch.randint(0, vocab, (6,), generator=rng).tolist()
+        b = a[:4] + torch.randint(0, vocab, (3,), generator=rng).tolist()
+        params = SamplingParams(max_new_tokens=3, temperature=0, stop_token_ids=())
+        first = engine.generate([a, b, a], params, [0, 1, 2])
+        a2 = a + first[0].generation.token_ids + b[-2:]
+        second = engine.generate([a2], params, [3])
+        was_training = model.training
+        model.eval()
+        try:
+            tolerance = 1e-3 if next(model.parameters()).dtype == torch.float32 else 0.1
+            for prompt, request in [(a, first[0]), (b, first[1]), (a, first[2]), (a2, second[0])]:
+                ids = list(prompt) + request.generation.token_ids
+                with torch.no_grad():
+                    logits = model(input_ids=torch.tensor([ids], device=model.device)).logits[0].float()
+                logp = torch.log_softmax(logits, dim=-1)
+                expected = [
+                    logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(request.generation.token_ids)
+                ]
+                if max(abs(x - y) for x, y in zip(expected, request.generation.logprobs)) > tolerance:
+                    return "its logprobs through the engine differ from a plain forward pass"
+        finally:
+            model.train(was_training)
+        return None
 
 
 def sample(logits: Any, params: SamplingParams, generator: Any) -> Any:
