@@ -348,7 +348,9 @@ def _probe_engine(model: Any) -> str | None:
     """Generate greedily through a throwaway engine (a shared prefix, a taken-over row, a decoding
     run) and compare the logprobs with one plain forward pass per sequence. Both run in the model's own
     dtype whatever autocast the caller holds (a trainer's rollout under bf16 autocast builds its policy
-    there): bf16's rounding alone sets two correct paths apart by more than the fp32 tolerance."""
+    there); where the forward itself computes in 16 bits (its weights, or a forward wrapped in autocast
+    as accelerate's mixed precision does), the tolerance is bf16's, since its rounding alone sets two
+    correct paths apart by more than fp32's."""
     import torch
 
     from gem_adapters.policies.kv_engine import KVEngine
@@ -363,10 +365,14 @@ def _probe_engine(model: Any) -> str | None:
         first = engine.generate([a, b, a], params, [0, 1, 2])
         a2 = a + first[0].generation.token_ids + b[-2:]
         second = engine.generate([a2], params, [3])
+        head_dtypes: list[torch.dtype] = []  # what the forward computes the logits in
+        head = model.get_output_embeddings()
+        record = lambda _module, _inputs, out: head_dtypes.append(out.dtype)  # noqa: E731
+        hook = head.register_forward_hook(record) if head is not None else None
         was_training = model.training
         model.eval()
+        gap = 0.0
         try:
-            tolerance = 1e-3 if next(model.parameters()).dtype == torch.float32 else 0.1
             for prompt, request in [(a, first[0]), (b, first[1]), (a, first[2]), (a2, second[0])]:
                 ids = list(prompt) + request.generation.token_ids
                 with torch.no_grad():
@@ -375,11 +381,13 @@ def _probe_engine(model: Any) -> str | None:
                 expected = [
                     logp[len(prompt) - 1 + k, t].item() for k, t in enumerate(request.generation.token_ids)
                 ]
-                if max(abs(x - y) for x, y in zip(expected, request.generation.logprobs)) > tolerance:
-                    return "its logprobs through the engine differ from a plain forward pass"
+                gap = max(gap, *(abs(x - y) for x, y in zip(expected, request.generation.logprobs)))
         finally:
+            if hook is not None:
+                hook.remove()
             model.train(was_training)
-        return None
+        tolerance = 1e-3 if set(head_dtypes or [next(model.parameters()).dtype]) == {torch.float32} else 0.1
+        return "its logprobs through the engine differ from a plain forward pass" if gap > tolerance else None
 
 
 def sample(logits: Any, params: SamplingParams, generator: Any) -> Any:

@@ -424,15 +424,19 @@ def test_slow_env_steps_overlap_generation_and_change_no_episode(tokenizer, mode
 
 
 def test_a_policy_built_under_bf16_autocast_keeps_the_engine(tokenizer):
-    """A trainer's rollout builds its policy under bf16 autocast. The engine's check must run in the model's
-    own dtype there: SmolLM2's bf16 paths differ by more than the fp32 tolerance, and under the caller's
-    autocast the check had sent every such policy to cache='none' (unless the model was checked before)."""
+    """A trainer's rollout builds its policy under bf16 autocast, around a forward that accelerate's mixed
+    precision wraps in autocast too. The engine's check must keep SmolLM2 on the engine in both, whose bf16
+    paths differ by more than the fp32 tolerance: it had sent every such policy to cache='none' (unless the
+    model was checked before, outside)."""
     import warnings
 
     from gem_adapters.runtime.models import load_model
 
-    model = load_model("smollm2")
-    with torch.autocast("cpu", dtype=torch.bfloat16), warnings.catch_warnings():
-        warnings.simplefilter("error")  # falling back to cache='none' warns
-        policy = TransformersPolicy(model, tokenizer, seed=0)
-    assert policy.cache == "kv"
+    for wrapped_forward in (False, True):
+        model = load_model("smollm2")
+        if wrapped_forward:
+            model.forward = torch.autocast("cpu", dtype=torch.bfloat16)(model.forward)
+        with torch.autocast("cpu", dtype=torch.bfloat16), warnings.catch_warnings():
+            warnings.simplefilter("error")  # falling back to cache='none' warns
+            policy = TransformersPolicy(model, tokenizer, seed=0)
+        assert policy.cache == "kv"
