@@ -366,8 +366,11 @@ def _probe_engine(model: Any) -> str | None:
         a2 = a + first[0].generation.token_ids + b[-2:]
         second = engine.generate([a2], params, [3])
         head_dtypes: list[torch.dtype] = []  # what the forward computes the logits in
+
+        def record(_module: Any, _inputs: Any, out: Any) -> None:
+            head_dtypes.append(out.dtype)
+
         head = model.get_output_embeddings()
-        record = lambda _module, _inputs, out: head_dtypes.append(out.dtype)  # noqa: E731
         hook = head.register_forward_hook(record) if head is not None else None
         was_training = model.training
         model.eval()
