@@ -41,7 +41,7 @@ def learning_modules():
     yield
     for env_id in common.LEARNING_ENVS:
         gem_core.unregister(env_id)
-    del ESTIMATORS["shuffled_rebn"]
+    ESTIMATORS.pop("shuffled_rebn", None)
     for name in [m for m in sys.modules if m.startswith("benchmarks.learning")]:
         del sys.modules[name]
 
@@ -351,6 +351,8 @@ def test_shuffled_rebn_permutes_rebn_over_the_batch():
 
     rewards = [[0.0, -0.1, 1.0], [1.0], [0.0, 0.0, -0.1, 0.0], [-0.1, 1.0]]
     rebn = np.concatenate(compute_advantages("rebn", rewards, gamma=0.9))
+    assert "shuffled_rebn" not in ESTIMATORS  # importing the script registers nothing
+    train.register_shuffled_rebn()
     shuffled = np.concatenate(compute_advantages("shuffled_rebn", rewards, gamma=0.9))
     assert sorted(shuffled) == pytest.approx(sorted(rebn)) and not np.allclose(shuffled, rebn)
 

@@ -68,8 +68,8 @@ def run_summary(experiment: str, arm: dict[str, Any], seed: int, path: Path) -> 
 
 def framework_summaries() -> list[dict[str, Any]]:
     """Every finished run of ``EXPERIMENTS``' framework arms (a run still going or not started: none).
-    Imported here: ``benchmarks.learning`` registers its envs and estimators (``shuffled_rebn``) on import,
-    which nothing that merely imports the runner should get."""
+    Imported here: ``benchmarks.learning`` registers its envs on import, which nothing that merely
+    imports the runner should get."""
     from benchmarks.learning import experiments
 
     summaries = []

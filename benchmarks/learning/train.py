@@ -27,16 +27,22 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import numpy as np
 
 from benchmarks.learning.common import LEARNING_ENVS, TASKS, PolicySpec, warmed_up_policy
-from gem_adapters.algorithms.advantages import TurnBatch, rebn, register_estimator
+from gem_adapters.algorithms.advantages import ESTIMATORS, TurnBatch, rebn, register_estimator
 from gem_adapters.runtime.run_log import RunLog
 from gem_core.parsing import extract_boxed
 
 _shuffle = np.random.default_rng(0)  # reseeded with the run's seed by build_trainer()
 
 
-@register_estimator("shuffled_rebn")
 def shuffled_rebn(batch: TurnBatch, **kwargs: Any) -> np.ndarray:
     return _shuffle.permutation(rebn(batch, **kwargs))
+
+
+def register_shuffled_rebn() -> None:
+    """Register the control under ``shuffled_rebn`` when a run asks for it, not on import: it is this
+    script's, and the library's registry of a process that merely imports the script stays the library's."""
+    if "shuffled_rebn" not in ESTIMATORS:
+        register_estimator("shuffled_rebn")(shuffled_rebn)
 
 
 @dataclass
@@ -157,6 +163,8 @@ def build_trainer(run: RunConfig, policy: PolicySpec | None = None):
 
     set_seed(run.seed)
     _shuffle = np.random.default_rng(run.seed)
+    if run.estimator == "shuffled_rebn":
+        register_shuffled_rebn()
     task = TASKS[run.task]
     folder = warmed_up_policy(policy or run.policy_spec())
     model, tokenizer = load_model(str(folder)), load_tokenizer(str(folder))
