@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -249,6 +250,36 @@ def test_what_ran_beside_a_run_is_seen_across_runner_processes(tmp_path):
     with one.running("d") as d:
         pass
     assert a == {"b", "c", "going"} and b == c == {"a", "going"} and d == {"going"}
+
+
+def test_the_activity_file_keeps_only_the_runs_a_run_can_still_meet(tmp_path):
+    path = tmp_path / "activity.jsonl"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    now = time.time()
+
+    def event(kind: str, key: str, t: float, pid: int = os.getpid()) -> str:
+        return json.dumps({"event": kind, "key": key, "label": key, "pid": pid, "t": t}) + "\n"
+
+    path.write_text(
+        event("start", "old", now - 100)  # ended before the run still going started: nothing meets it
+        + event("end", "old", now - 90)
+        + event("start", "killed", now - 80, gone.pid)  # no end, its runner gone
+        + event("start", "going", now - 50)  # another runner's, still going
+        + event("start", "recent", now - 40)  # ended while "going" ran: "going" still needs it
+        + event("end", "recent", now - 30)
+        + "not json\n"
+    )
+    with Overlaps(path).running("new") as new:
+        pass
+    kept = [json.loads(line)["label"] for line in path.read_text().splitlines()]
+    assert kept == ["going", "recent", "recent", "new", "new"] and new == {"going"}
+    assert Overlaps(path).beside("going", now - 50, time.time()) == {"recent", "new"}
+    with open(path, "a") as f:  # "going" ends: the next run keeps none of these
+        f.write(event("end", "going", time.time()))
+    with Overlaps(path).running("last"):
+        pass
+    assert [json.loads(line)["label"] for line in path.read_text().splitlines()] == ["last", "last"]
 
 
 def test_report_reads_other_frameworks_results(tmp_path):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import json
 import math
 import os
@@ -77,16 +78,25 @@ class Overlaps:
     def file(self) -> Path:
         return self.path or cache_dir() / "baselines" / "activity.jsonl"
 
-    def _append(self, event: dict[str, Any]) -> None:
+    @contextmanager
+    def _locked(self):
+        """The activity file, held against this machine's other runners (a lock file beside it, which the
+        file's rewrite in ``_prune`` never replaces)."""
         path = self.file()
         path.parent.mkdir(parents=True, exist_ok=True)
-        with self.lock, open(path, "a") as f:  # one short appended line: whole across processes
+        with self.lock, open(path.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield path
+
+    def _append(self, event: dict[str, Any]) -> None:
+        with self._locked() as path, open(path, "a") as f:
             f.write(json.dumps(event) + "\n")
 
-    def beside(self, key: str, start: float, end: float) -> set[str]:
-        """The labels of the runs other than ``key`` whose time meets ``[start, end]``."""
+    @staticmethod
+    def _runs(lines: list[str]) -> dict[str, dict[str, Any]]:
+        """key -> {label, pid, start, end} from the file's lines (a line that does not parse is skipped)."""
         runs: dict[str, dict[str, Any]] = {}
-        for line in self.file().read_text().splitlines():
+        for line in lines:
             try:
                 event = json.loads(line)
                 runs.setdefault(event["key"], {"label": event["label"], "pid": event["pid"]})[
@@ -94,20 +104,55 @@ class Overlaps:
                 ] = event["t"]
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue
+        return runs
+
+    @staticmethod
+    def _end(run: dict[str, Any]) -> float | None:
+        """When the run ended: infinity while its runner is alive, None for a killed runner's."""
+        return run.get("end", math.inf if _alive(run["pid"]) else None)
+
+    def beside(self, key: str, start: float, end: float) -> set[str]:
+        """The labels of the runs other than ``key`` whose time meets ``[start, end]``."""
+        with self._locked() as path:
+            runs = self._runs(path.read_text().splitlines())
         labels = set()
         for other, run in runs.items():
-            if other == key or "start" not in run:
-                continue
-            other_end = run.get("end", math.inf if _alive(run["pid"]) else None)
-            if other_end is not None and run["start"] < end and other_end > start:
+            other_end = self._end(run)
+            if (
+                other != key
+                and "start" in run
+                and other_end is not None
+                and run["start"] < end
+                and other_end > start
+            ):
                 labels.add(run["label"])
         return labels
+
+    def _prune(self, now: float) -> None:
+        """Drop the runs that no run still going, nor one starting from ``now`` on, can meet: those that
+        ended before the earliest start of the runs still going (and before ``now``), and a killed
+        runner's, so the file holds what is still needed instead of growing with every run."""
+        with self._locked() as path:
+            if not path.exists():
+                return
+            lines = path.read_text().splitlines()
+            runs = self._runs(lines)
+            going = [run["start"] for run in runs.values() if "start" in run and self._end(run) == math.inf]
+            horizon = min([now, *going])
+            ends = {key: self._end(run) for key, run in runs.items()}
+            keep = {key for key, end in ends.items() if end is not None and end >= horizon}
+            kept = [line for line in lines if self._runs([line]).keys() & keep]
+            if len(kept) < len(lines):
+                temporary = path.with_suffix(".tmp")
+                temporary.write_text("".join(line + "\n" for line in kept))
+                os.replace(temporary, path)
 
     @contextmanager
     def running(self, label: str):
         """While the block runs, ``label`` is active; the yielded set gets, as the block ends, the labels of
         the runs seen beside it."""
         key, start = f"{os.getpid()}-{threading.get_ident()}-{time.time_ns()}", time.time()
+        self._prune(start)
         self._append({"event": "start", "key": key, "label": label, "pid": os.getpid(), "t": start})
         beside: set[str] = set()
         try:
