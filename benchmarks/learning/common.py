@@ -20,8 +20,8 @@ same legal player: ``guess_easy``/``guess_hard`` (GuessTheNumber's registered id
 untried code of distinct symbols), ``minesweeper`` (reveal a hidden cell), ``wordle`` (an untried
 answer-list word), ``hanoi`` (a legal move), ``sudoku`` (a digit no row, column or box rules out),
 ``fifteen`` and ``sokoban`` (a direction that moves), ``tictactoe`` (a free cell). Where random legal moves
-almost never win, ``hanoi_solver50``, ``minesweeper_solver75`` and ``wordle_solver25`` play the env's solver
-on that share of the turns (``_solver_mix_warmup``).
+almost never win, ``hanoi_solver50``, ``minesweeper_solver75``, ``wordle_solver25`` and
+``sokoban_solver50`` play the env's solver on that share of the turns (``_solver_mix_warmup``).
 
 Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.runtime.models.cache_dir``);
 nothing is downloaded.
@@ -203,6 +203,9 @@ TASKS = {
     ),
     "sokoban": LearningTask(
         "game:Sokoban-v1-easy", _legal_warmup, max_turn_tokens=16, observation_tokens=416
+    ),
+    "sokoban_solver50": LearningTask(
+        "game:Sokoban-v1-easy", _solver_mix_warmup(0.5), max_turn_tokens=16, observation_tokens=416
     ),
     "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _legal_warmup),
 }
