@@ -762,6 +762,17 @@ PLATEAU += [
         "the training curve is still rising at step 24. Twice the steps (SmolLM2's lr is constant) to see "
         "whether the feedback starts to be used: a slow rise past chance at most",
     ),
+    _tried(
+        "terminal_Mixed-v0--smollm2",
+        "warmup-128",
+        "learns slowly",
+        warmup_episodes=128,
+        expectation="learns slowly: its 64-episode warm-up (8 SFT steps, loss 2.5 -> 0.33) leaves 22% of the "
+        "held-out turns out of format and 1 task in 24 solved before RL, so most groups hold no reward; the "
+        "training batches' success wandered 0.00-0.23 over 24 steps. Twice the warm-up (16 SFT steps on the "
+        "21 tasks' reference solutions) should bring the format errors down and a solved sample into most "
+        "groups, from where RL raises the share of tasks solved",
+    ),
 ]
 
 # ---- the mixture row (issue 58, item 4) -----------------------------------------------------------------
