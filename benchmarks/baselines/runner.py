@@ -73,18 +73,18 @@ class Overlaps:
 
     def __init__(self, path: Path | None = None):
         self.path = path
-        self.lock = threading.Lock()
 
     def file(self) -> Path:
         return self.path or cache_dir() / "baselines" / "activity.jsonl"
 
     @contextmanager
     def _locked(self):
-        """The activity file, held against this machine's other runners (a lock file beside it, which the
-        file's rewrite in ``_prune`` never replaces)."""
+        """The activity file, held against this machine's other runners and this runner's other threads (a
+        lock file beside it, which the file's rewrite in ``_prune`` never replaces; each call opens it anew,
+        and ``flock`` excludes every other open of the file, in this process too)."""
         path = self.file()
         path.parent.mkdir(parents=True, exist_ok=True)
-        with self.lock, open(path.with_suffix(".lock"), "a") as lock:
+        with open(path.with_suffix(".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield path
 
@@ -93,17 +93,24 @@ class Overlaps:
             f.write(json.dumps(event) + "\n")
 
     @staticmethod
-    def _runs(lines: list[str]) -> dict[str, dict[str, Any]]:
-        """key -> {label, pid, start, end} from the file's lines (a line that does not parse is skipped)."""
+    def _event(line: str) -> dict[str, Any] | None:
+        """One line's event, None for a line that does not parse."""
+        try:
+            parsed = json.loads(line)
+            event = {k: parsed[k] for k in ("key", "label", "pid", "event", "t")}
+            hash((event["key"], event["event"]))  # both key dicts below: an unhashable one is a bad line
+        except (json.JSONDecodeError, KeyError, TypeError):
+            return None
+        return event
+
+    @staticmethod
+    def _runs(events: list[dict[str, Any] | None]) -> dict[str, dict[str, Any]]:
+        """key -> {label, pid, start, end} from the file's events."""
         runs: dict[str, dict[str, Any]] = {}
-        for line in lines:
-            try:
-                event = json.loads(line)
-                runs.setdefault(event["key"], {"label": event["label"], "pid": event["pid"]})[
-                    event["event"]
-                ] = event["t"]
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
+        for event in filter(None, events):
+            runs.setdefault(event["key"], {"label": event["label"], "pid": event["pid"]})[event["event"]] = (
+                event["t"]
+            )
         return runs
 
     @staticmethod
@@ -114,7 +121,7 @@ class Overlaps:
     def beside(self, key: str, start: float, end: float) -> set[str]:
         """The labels of the runs other than ``key`` whose time meets ``[start, end]``."""
         with self._locked() as path:
-            runs = self._runs(path.read_text().splitlines())
+            runs = self._runs([self._event(line) for line in path.read_text().splitlines()])
         labels = set()
         for other, run in runs.items():
             other_end = self._end(run)
@@ -136,12 +143,13 @@ class Overlaps:
             if not path.exists():
                 return
             lines = path.read_text().splitlines()
-            runs = self._runs(lines)
-            going = [run["start"] for run in runs.values() if "start" in run and self._end(run) == math.inf]
-            horizon = min([now, *going])
+            events = [self._event(line) for line in lines]
+            runs = self._runs(events)
             ends = {key: self._end(run) for key, run in runs.items()}
+            going = [run["start"] for key, run in runs.items() if "start" in run and ends[key] == math.inf]
+            horizon = min([now, *going])
             keep = {key for key, end in ends.items() if end is not None and end >= horizon}
-            kept = [line for line in lines if self._runs([line]).keys() & keep]
+            kept = [line for line, event in zip(lines, events) if event and event["key"] in keep]
             if len(kept) < len(lines):
                 temporary = path.with_suffix(".tmp")
                 temporary.write_text("".join(line + "\n" for line in kept))
