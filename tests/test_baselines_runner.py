@@ -446,7 +446,8 @@ def test_a_tried_change_is_its_base_row_with_one_change_in_a_folder_of_its_own()
             "verdict",
             "expectation",
         }
-        assert len(different) == 1, different  # one change at a time
+        warmup = {"small_task", "small_warmup_steps", "small_warmup_batch"}  # the player and its length
+        assert len(different) == 1 or different <= warmup, different  # one change at a time
     # a change row is planned from its base row's runs
     text = plan_markdown("plateau")
     assert "not measured" not in text

@@ -784,6 +784,28 @@ PLATEAU += [
         "21 tasks' reference solutions) should bring the format errors down and a solved sample into most "
         "groups, from where RL raises the share of tasks solved",
     ),
+    _tried(
+        "game_Sokoban-v1-easy--small",
+        "solver-warmup-x4",
+        "learns",
+        small_task="sokoban_solver50",
+        small_warmup_steps=220,
+        expectation="learns: the solver-warmup row's 55 SFT steps did not copy its player (seed 0: 0.02 of the "
+        "held-out boards solved before RL, 17% of turns out of format with garbled moves, 44% of moves "
+        "blocked; the player wins 0.29) and RL won 2% of its training episodes. Four times the warm-up (220 "
+        "steps, as TowerOfHanoi's 110 on shorter boards) should copy the player's wins into the batches, "
+        "from where RL rises as on TowerOfHanoi (0.03 -> 0.96)",
+    ),
+    _tried(
+        "rg_sum-learn--small",
+        "right60-warmup",
+        "learns",
+        small_task="sum_right60",
+        expectation="learns: the warm-up player is right on 30% of the problems and random otherwise, and the "
+        "policy copied the random answers, not the sums: 1.6-4.7% right before RL with 400 or 1,600 SFT "
+        "steps, 1 group in 8 rewarded. A player right on 60% makes the sum the answer to copy; with most "
+        "groups rewarded, RL sharpens it",
+    ),
 ]
 
 # ---- the mixture row (issue 58, item 4) -----------------------------------------------------------------

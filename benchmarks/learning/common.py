@@ -21,7 +21,8 @@ untried code of distinct symbols), ``minesweeper`` (reveal a hidden cell), ``wor
 answer-list word), ``hanoi`` (a legal move), ``sudoku`` (a digit no row, column or box rules out),
 ``fifteen`` and ``sokoban`` (a direction that moves), ``tictactoe`` (a free cell). Where random legal moves
 almost never win, ``hanoi_solver50``, ``minesweeper_solver75``, ``wordle_solver25`` and
-``sokoban_solver50`` play the env's solver on that share of the turns (``_solver_mix_warmup``).
+``sokoban_solver50`` play the env's solver on that share of the turns (``_solver_mix_warmup``), and
+``sum_right60`` gives the right sum on 60% of the problems.
 
 Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.runtime.models.cache_dir``);
 nothing is downloaded.
@@ -93,10 +94,15 @@ def _solver_mix_warmup(share: float) -> Callable[[Any, random.Random], str]:
     return act
 
 
-def _sum_warmup(env: Any, rng: random.Random) -> str:
-    # A single-turn answer has no set of legal moves: this player is an oracle, reading the gold answer.
-    answer = env.example["answer"] if rng.random() < 0.3 else str(rng.randint(-18, 18))
-    return f"<answer>{answer}</answer>"
+def _sum_warmup(share: float) -> Callable[[Any, random.Random], str]:
+    """The gold answer on a ``share`` of the problems, else a random number from -18 to 18. A single-turn
+    answer has no set of legal moves: this player is an oracle, reading the gold answer."""
+
+    def act(env: Any, rng: random.Random) -> str:
+        answer = env.example["answer"] if rng.random() < share else str(rng.randint(-18, 18))
+        return f"<answer>{answer}</answer>"
+
+    return act
 
 
 class GuessTheNumberWithRange(GuessTheNumberEnv):
@@ -175,7 +181,7 @@ TASKS = {
     "guess_range": LearningTask("game:GuessTheNumber-v1-learn-range", _legal_warmup),
     "guess50": LearningTask("game:GuessTheNumber-v1-learn-range50", _legal_warmup),
     "hangman": LearningTask("game:Hangman-v1-easy", _legal_warmup),
-    "sum": LearningTask("rg:sum-learn", _sum_warmup, max_turn_tokens=10),
+    "sum": LearningTask("rg:sum-learn", _sum_warmup(0.3), max_turn_tokens=10),
     "pick": LearningTask("learn:PickSeven-v0", lambda env, rng: f"\\boxed{{{rng.randint(1, 10)}}}"),
     # the baselines' games (benchmarks/baselines)
     "guess_easy": LearningTask("game:GuessTheNumber-v1-easy", _legal_warmup),
@@ -208,6 +214,7 @@ TASKS = {
         "game:Sokoban-v1-easy", _solver_mix_warmup(0.5), max_turn_tokens=16, observation_tokens=416
     ),
     "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _legal_warmup),
+    "sum_right60": LearningTask("rg:sum-learn", _sum_warmup(0.6), max_turn_tokens=10),
 }
 TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from
 
