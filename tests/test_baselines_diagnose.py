@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 
 import gem_core
-from benchmarks.baselines.diagnose import diagnose, diagnoses_markdown, guesses_against_hints
+from benchmarks.baselines.diagnose import (
+    diagnose,
+    diagnoses_markdown,
+    guesses_against_hints,
+    sum_answer_error,
+)
 from benchmarks.baselines.rows import TABLES
 from gem_adapters.episodes.episode import Episode, Turn
 
@@ -42,6 +48,33 @@ def test_guesses_against_hints_are_judged_by_the_env():
     # a repeated guess is an invalid move, which the env does not judge against the hints
     assert guesses_against_hints([played([target - 1, target - 1], seed)]) == 0.0
     assert guesses_against_hints([]) == 0.0
+
+
+def answered(answers: list[str]) -> tuple[list[Episode], list[int]]:
+    """rg:sum-learn episodes, one per answer, on the real env's questions, and each question's a + b."""
+    episodes, sums = [], []
+    for seed, action in enumerate(answers):
+        env = gem_core.make("rg:sum-learn")
+        observation, _ = env.reset(seed=seed)
+        _, reward, *_, info = env.step(f"<answer>{env.unwrapped.example['answer']}</answer>")
+        assert reward == 1.0  # the gold answer scores: the question is the one parsed below
+        sums.append(int(env.unwrapped.example["answer"]))
+        turn = Turn(observation, action, prompt_ids=[], action_ids=[1], reward=0.0, info={})
+        episodes.append(Episode(env_id="rg:sum-learn", seed=seed, turns=[turn]))
+    return episodes, sums
+
+
+def test_sum_answer_error_is_the_distance_from_the_sum_of_the_question():
+    import benchmarks.learning.common  # noqa: F401  registers rg:sum-learn
+
+    episodes, sums = answered(["<answer>0</answer>"] * 4)
+    assert sum_answer_error(episodes) == sum(abs(s) for s in sums) / 4
+    right = [f"<answer>{s}</answer>" for s in sums]
+    assert sum_answer_error(answered(right)[0]) == 0.0
+    # answers out of the tags, or not numbers, are not judged; none judged is no measurement
+    off = sum_answer_error(answered([right[0], "the sum is 5", "<answer>five</answer>", right[3]])[0])
+    assert off == 0.0
+    assert math.isnan(sum_answer_error(answered(["no answer"])[0])) and math.isnan(sum_answer_error([]))
 
 
 def test_diagnose_plays_one_training_batch_of_the_warmed_up_policy(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ carry the same statistics for every step of RL.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,25 @@ def guesses_against_hints(episodes: Sequence[Episode]) -> float:
     return sum(not consistent for consistent in judged) / len(judged) if judged else 0.0
 
 
+_SUM_QUESTION = re.compile(r"Calculate (-?\d+) \+ (-?\d+)\.")
+_SUM_ANSWER = re.compile(r"<answer>\s*(-?\d{1,4})\s*</answer>")
+
+
+def sum_answer_error(episodes: Sequence[Episode]) -> float:
+    """rg:sum-learn: the mean distance of the answers given (in the tags) from a + b. A policy that adds
+    has 0; one answering at random from -18 to 18, about 10; one that reads only the terms' signs, 4-5."""
+    errors = []
+    for turn in (t for e in episodes for t in e.turns):
+        question, answer = _SUM_QUESTION.search(str(turn.observation)), _SUM_ANSWER.search(turn.action)
+        if question and answer:
+            errors.append(abs(int(answer[1]) - int(question[1]) - int(question[2])))
+    return sum(errors) / len(errors) if errors else float("nan")
+
+
 # env id prefix -> (statistic name, function of the batch's episodes)
 ENV_CHECKS: dict[str, tuple[str, Callable[[Sequence[Episode]], float]]] = {
     "game:GuessTheNumber": ("guesses_against_hints", guesses_against_hints),
+    "rg:sum-learn": ("answer_error", sum_answer_error),
 }
 
 

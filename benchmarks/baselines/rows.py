@@ -806,6 +806,18 @@ PLATEAU += [
         "steps, 1 group in 8 rewarded. A player right on 60% makes the sum the answer to copy; with most "
         "groups rewarded, RL sharpens it",
     ),
+    _tried(
+        "rg_sum-learn--small",
+        "gold-warmup-x4",
+        "learns",
+        small_task="sum_gold",
+        small_warmup_steps=1600,
+        expectation="learns: the right60-warmup row did not learn (0.03 -> 0.03 [0.02, 0.05]): its warm-up "
+        "copied the terms' signs, not their sum (greedy, its 361 problems get 5 distinct answers, -1, 11 "
+        "and -11 for 356 of them, 34 right), so the noise of the player's wrong answers is not the only "
+        "obstacle; the policy is underfit. Gold answers only, four times as many SFT steps: a policy "
+        "that adds some of the sums, which RL sharpens",
+    ),
 ]
 
 # ---- the mixture row (issue 58, item 4) -----------------------------------------------------------------

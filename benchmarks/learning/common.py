@@ -22,7 +22,7 @@ answer-list word), ``hanoi`` (a legal move), ``sudoku`` (a digit no row, column 
 ``fifteen`` and ``sokoban`` (a direction that moves), ``tictactoe`` (a free cell). Where random legal moves
 almost never win, ``hanoi_solver50``, ``minesweeper_solver75``, ``wordle_solver25`` and
 ``sokoban_solver50`` play the env's solver on that share of the turns (``_solver_mix_warmup``), and
-``sum_right60`` gives the right sum on 60% of the problems.
+``sum_right60`` and ``sum_gold`` give the right sum on 60% and on all of the problems.
 
 Everything is built locally and cached under ``$GEM_CACHE/learning`` (``gem_adapters.runtime.models.cache_dir``);
 nothing is downloaded.
@@ -215,6 +215,7 @@ TASKS = {
     ),
     "tictactoe": LearningTask("multiagent:TicTacToe-v0-random", _legal_warmup),
     "sum_right60": LearningTask("rg:sum-learn", _sum_warmup(0.6), max_turn_tokens=10),
+    "sum_gold": LearningTask("rg:sum-learn", _sum_warmup(1.0), max_turn_tokens=10),
 }
 TOKENIZER_TASKS = ("guess", "hangman", "sum")  # what the shared tokenizer learns from
 
