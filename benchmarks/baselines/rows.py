@@ -818,6 +818,18 @@ PLATEAU += [
         "obstacle; the policy is underfit. Gold answers only, four times as many SFT steps: a policy "
         "that adds some of the sums, which RL sharpens",
     ),
+    _tried(
+        "rg_sum-learn--small",
+        "right60-warmup-x4",
+        "learns slowly",
+        small_task="sum_right60",
+        small_warmup_steps=1600,
+        expectation="learns slowly: with gold answers and 1,600 SFT steps the policy adds (0.97 before RL), "
+        "leaving no room, and RL at lr 5e-4 lowered it (0.83 [0.81, 0.86]; batches at 0.5-0.7 by step 25); "
+        "with the 60%-right player and 400 steps it does not add (0.03). The 60%-right player with 1,600 "
+        "steps should land between, where most groups hold a signal; that RL lowered a near-perfect policy "
+        "says its steps are noisy, so a slow rise at most",
+    ),
 ]
 
 # ---- the mixture row (issue 58, item 4) -----------------------------------------------------------------
