@@ -814,7 +814,7 @@ PLATEAU += [
         small_warmup_steps=1600,
         expectation="learns: the right60-warmup row did not learn (0.03 -> 0.03 [0.02, 0.05]): its warm-up "
         "copied the terms' signs, not their sum (greedy, its 361 problems get 5 distinct answers, -1, 11 "
-        "and -11 for 356 of them, 34 right), so the noise of the player's wrong answers is not the only "
+        "and -11 for 357 of them, 34 right), so the noise of the player's wrong answers is not the only "
         "obstacle; the policy is underfit. Gold answers only, four times as many SFT steps: a policy "
         "that adds some of the sums, which RL sharpens",
     ),
