@@ -44,7 +44,7 @@ _SUM_ANSWER = re.compile(r"<answer>\s*(-?\d{1,4})\s*</answer>")
 
 def sum_answer_error(episodes: Sequence[Episode]) -> float:
     """rg:sum-learn: the mean distance of the answers given (in the tags) from a + b. A policy that adds
-    has 0; one answering at random from -18 to 18, about 10; one that reads only the terms' signs, 4-5."""
+    has 0; one answering uniformly from -18 to 18, 10.9 (terms from -9 to 9)."""
     errors = []
     for turn in (t for e in episodes for t in e.turns):
         question, answer = _SUM_QUESTION.search(str(turn.observation)), _SUM_ANSWER.search(turn.action)
