@@ -822,6 +822,7 @@ PLATEAU += [
         "rg_sum-learn--small",
         "right60-warmup-x4",
         "learns slowly",
+        estimators=BOTH,  # ReBN rose with the change: GRPO beside it (item 1)
         small_task="sum_right60",
         small_warmup_steps=1600,
         expectation="learns slowly: with gold answers and 1,600 SFT steps the policy adds (0.97 before RL), "
