@@ -56,7 +56,7 @@ def answered(answers: list[str]) -> tuple[list[Episode], list[int]]:
     for seed, action in enumerate(answers):
         env = gem_core.make("rg:sum-learn")
         observation, _ = env.reset(seed=seed)
-        _, reward, *_, info = env.step(f"<answer>{env.unwrapped.example['answer']}</answer>")
+        _, reward, *_ = env.step(f"<answer>{env.unwrapped.example['answer']}</answer>")
         assert reward == 1.0  # the gold answer scores: the question is the one parsed below
         sums.append(int(env.unwrapped.example["answer"]))
         turn = Turn(observation, action, prompt_ids=[], action_ids=[1], reward=0.0, info={})
