@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import gem_core
 from benchmarks.baselines import chance, results
 from benchmarks.baselines.rows import ENVS, MIXTURE, MIXTURE_SHARED, PLATEAU, TABLES, VERDICTS, Row, mixture
 from benchmarks.baselines.runner import (
@@ -417,23 +418,22 @@ def test_plateau_rows_run_in_their_own_folder_and_are_found_by_table():
 
 
 def test_a_tried_change_is_its_base_row_with_one_change_in_a_folder_of_its_own():
-    base = {r.name: r for r in PLATEAU if not r.change}
+    """A tried row is the row it changes (the env's plain row, or a tried row: its name less the last
+    slug) with one change, tried where that row's measured line did not learn."""
+    by_name = {r.name: r for r in PLATEAU}
     tried = [r for r in PLATEAU if r.change]
     with open(results.results_dir("plateau") / "table.csv") as f:
         measured = {
-            (t["env_id"], t["policy"]): t["verdict"]
+            (t["env_id"], t["policy"], t.get("change", "")): t["verdict"]
             for t in csv.DictReader(f)
-            if t["estimator"] == "rebn" and not t.get("change") and t["measured_on"] == results.HELD_OUT
+            if t["estimator"] == "rebn" and t["measured_on"] == results.HELD_OUT
         }
-    assert tried and len({r.name for r in PLATEAU}) == len(PLATEAU)
+    assert tried and len(by_name) == len(PLATEAU)
     for row in tried:
-        original = base[row.base_name]
-        assert row.name == f"{original.name}--{row.change}" and row.estimators in (
-            ("rebn",),
-            ("rebn", "grpo"),
-        )
+        original = by_name[row.name.rsplit("--", 1)[0]]
+        assert row.name.startswith(f"{original.name}--") and row.estimators in (("rebn",), ("rebn", "grpo"))
         assert (
-            measured[(original.env_id, original.policy)] == "does not learn"
+            measured[(original.env_id, original.policy, original.change)] == "does not learn"
         )  # tried where it did not learn
         assert row.seeds == original.seeds
         # the same budget, unless the change is the budget (more steps where the line was still rising)
@@ -680,3 +680,18 @@ def test_each_framework_run_of_section_15b_is_a_line_of_the_plateau_table(tmp_pa
         after = [r["after"]["success_rate"] for r in runs]
         assert float(line["success_after"]) == pytest.approx(sum(after) / 3, abs=1e-4)
         assert line["plateau_step"] != ""  # curves read in place, though their names hold dots ("g0.9")
+
+
+def test_a_sparse_reward_row_trains_on_sparse_games_and_its_base_on_dense_ones():
+    """The row's ``reward_type`` goes into its training tasks' env kwargs (the held-out episodes play the
+    env as registered): an illegal move costs nothing there, while the base row's game penalises it."""
+    from benchmarks.baselines.train_run import TASK_SEEDS_PER_RUN, training_tasks
+
+    sparse = next(r for r in PLATEAU if r.reward_type == "sparse")
+    base = next(r for r in PLATEAU if r.name == sparse.name.rsplit("--", 1)[0])
+    for row, penalty in ((sparse, 0.0), (base, -0.1)):
+        tasks = training_tasks(row, 4, seed=1)
+        assert [t.seed for t in tasks] == [TASK_SEEDS_PER_RUN + i for i in range(4)]
+        with gem_core.make(tasks[0].env_id, **tasks[0].env_kwargs) as env:
+            env.reset(seed=tasks[0].seed)
+            assert env.step("\\boxed{\x00 certainly not a move \x00}")[1] == pytest.approx(penalty)

@@ -12,7 +12,7 @@
 The curve goes to ``<out>.csv`` as it is made and the summary (``before``, ``after``, timings,
 settings, machine) to ``<out>.json`` at the end: a run whose JSON exists is finished.
 
-A mixture row (``Row.parts``) trains on ``gem_adapters.trl.mixed_tasks_dataset`` in order (TRL's shuffle
+A mixture row (``Row.parts``) trains on ``gem_adapters.episodes.tasks.mixed_tasks`` in order (TRL's shuffle
 off: every step holds each env's equal share; env ``k`` plays the task seeds its single-env run plays),
 from the union of the parts' warm-ups, and is evaluated on each env's held-out episodes: the summary's
 ``per_env`` holds each env's ``before``/``after`` (its ``before``/``after`` are their means), and each
@@ -38,6 +38,7 @@ from benchmarks.baselines.players import PLAYERS, register_tool_envs
 from benchmarks.baselines.results import part_stem
 from benchmarks.baselines.rows import FRAMEWORK, Row
 from gem_adapters.episodes.episode_stats import episode_stats
+from gem_adapters.episodes.tasks import Task, make_tasks, mixed_tasks
 from gem_adapters.runtime.run_log import RunLog
 
 EVAL_FIRST_SEED = 900_000_000  # held-out episodes: far from every run's training task seeds
@@ -227,7 +228,7 @@ def grpo_trainer(
     bf16: bool | None = None,
     compile_learner: bool = False,
 ):
-    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, mixed_tasks_dataset, tasks_dataset
+    from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, task_rows
 
     micro = row.micro_batch_size or row.episodes_per_step
     if row.episodes_per_step % micro or row.episodes_per_step % row.num_generations:
@@ -266,15 +267,23 @@ def grpo_trainer(
         disable_tqdm=True,
         seed=seed,
     )
-    num_tasks = steps * groups_per_step
-    if row.parts:
-        tasks_per_env = num_tasks // len(row.env_ids)
-        dataset = mixed_tasks_dataset(row.env_ids, tasks_per_env, first_seed=seed * TASK_SEEDS_PER_RUN)
-    else:
-        dataset = tasks_dataset(row.env_id, num_tasks, first_seed=seed * TASK_SEEDS_PER_RUN)
+    dataset = task_rows(training_tasks(row, steps * groups_per_step, seed))
     return GEMGRPOTrainer(
         model=model, args=config, train_dataset=dataset, processing_class=processing_class, renderer=renderer
     )
+
+
+def training_tasks(row: Row, num_tasks: int, seed: int) -> list[Task]:
+    """The ``num_tasks`` tasks a run of ``row`` trains on, in order: seeds from ``seed *
+    TASK_SEEDS_PER_RUN`` (a mixture: equal shares of its envs, round-robin), the row's ``reward_type``
+    in their env kwargs."""
+    env_kwargs = {"reward_type": row.reward_type} if row.reward_type != "dense" else {}
+    first_seed = seed * TASK_SEEDS_PER_RUN
+    if row.parts:
+        return mixed_tasks(
+            row.env_ids, num_tasks // len(row.env_ids), first_seed=first_seed, env_kwargs=env_kwargs
+        )
+    return make_tasks(row.env_id, num_tasks, first_seed=first_seed, env_kwargs=env_kwargs)
 
 
 def train(

@@ -141,3 +141,38 @@ def test_envs_that_cannot_enumerate_their_moves_give_none():
     tictactoe = gem_core.make("multiagent:TicTacToe-v0-random")
     tictactoe.reset(seed=0)
     assert extract_boxed(tictactoe.sample_legal_action()) in set("123456789")
+
+
+def _dense_and_sparse_episode(env_id: str, seed: int, play: str) -> tuple[list[float], list[float], bool]:
+    """One episode of ``env_id`` played twice, with the dense and the sparse reward, by the same actions
+    (the solver's or illegal moves); checks the two see the same observations and ends."""
+    dense, sparse = gem_core.make(env_id), gem_core.make(env_id, reward_type="sparse")
+    assert dense.reset(seed=seed) == sparse.reset(seed=seed)
+    dense_rewards, sparse_rewards = [], []
+    while True:
+        action = dense.solve_action() if play == "solver" else "\\boxed{\x00 certainly not a move \x00}"
+        obs, reward, terminated, truncated, info = dense.step(action)
+        sparse_step = sparse.step(action)
+        assert sparse_step[0] == obs and sparse_step[2:] == (terminated, truncated, info)
+        dense_rewards.append(reward)
+        sparse_rewards.append(sparse_step[1])
+        if terminated or truncated:
+            return dense_rewards, sparse_rewards, info["success"]
+
+
+@pytest.mark.parametrize("env_id", [f"game:{name}-v1{s}" for name in GAMES for s in ("-easy", "-random")])
+def test_a_sparse_reward_pays_the_win_only(env_id):
+    """``reward_type="sparse"`` plays the dense game's episodes and pays 1 on the winning move, 0 on every
+    other step: no penalty for illegal moves, no progress reward, no partial credit when the turns run
+    out."""
+    dense, sparse, won = _dense_and_sparse_episode(env_id, 0, "illegal moves")
+    assert not won and min(dense) < 0 and sparse == [0.0] * len(sparse)
+    episodes = (_dense_and_sparse_episode(env_id, seed, "solver") for seed in range(20))
+    _, sparse, won = next((e for e in episodes if e[2]), (None, None, False))
+    assert won, "the solver won none of 20 episodes"
+    assert sparse == [0.0] * (len(sparse) - 1) + [1.0]
+
+
+def test_a_reward_type_not_known_is_an_error():
+    with pytest.raises(ValueError, match="reward_type must be one of"):
+        gem_core.make("game:Sokoban-v1-easy", reward_type="success")

@@ -10,7 +10,7 @@
   which do not end the episode; progress rewards; partial credit when the turns run out), strict word
   checks, 1-based coordinates, turn counts in every observation and scripted solvers. ``-v1`` alone is
   the hard one; ``-v1-random`` draws easy or hard per episode. Each game's module docstring has its
-  reward table.
+  reward table; ``reward_type="sparse"`` (a kwarg of every ``-v1`` id) pays 1 for a win and 0 otherwise.
 
 Both spellings of Tower of Hanoi are registered in both versions (the reference spells it
 ``TowerofHanoi``).

@@ -11,6 +11,10 @@ dict) and ``_random_move()``, and, where it can, ``_legal_moves()`` (for ``sampl
 * each observation says how many turns remain; when they run out the episode is truncated and
   ``_final_reward()`` may grant partial credit;
 * a non-``str`` action, or a step outside an episode, raises as for every env (``gem_core.core``).
+
+``reward_type`` chooses what a step pays (gymnasium-robotics' names): ``"dense"`` (the default) is the
+game's reward table (penalties, progress, partial credit); ``"sparse"`` pays ``SUCCESS_REWARD`` on the
+move that wins and 0 on every other step, for RL where a policy learns the shaping instead of the game.
 """
 
 from __future__ import annotations
@@ -23,13 +27,18 @@ from gem_core.parsing import extract_boxed, preview
 FORMAT_PENALTY = -0.1
 INVALID_MOVE_PENALTY = -0.1
 MAX_MOVE_CHARS = 2_000  # a move longer than this is never legal in any game
+SUCCESS_REWARD = 1.0
+REWARD_TYPES = ("dense", "sparse")
 
 
 class GameEnv(Env[str]):
-    def __init__(self, max_turns: int):
+    def __init__(self, max_turns: int, reward_type: str = "dense"):
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if reward_type not in REWARD_TYPES:
+            raise ValueError(f"reward_type must be one of {REWARD_TYPES}, got {reward_type!r}")
         self.max_turns = max_turns
+        self.reward_type = reward_type
         self.turn = 0
 
     # ---- for subclasses ------------------------------------------------------------------------
@@ -81,6 +90,8 @@ class GameEnv(Env[str]):
             feedback += f"\n{self._turns_left_text()}"
         if game_over or truncated:
             info.setdefault("success", False)
+        if self.reward_type == "sparse":
+            reward = SUCCESS_REWARD if game_over and info.get("success") is True else 0.0
         return feedback, float(reward), game_over, truncated, info
 
     def sample_random_action(self) -> str:

@@ -104,8 +104,10 @@ def _fits(word: str, direction: str, start: tuple[int, int], letters: dict, dire
 
 
 class CrosswordsEnv(GameEnv):
-    def __init__(self, num_words: int = 3, hardcore: bool = True, max_turns: int = 40):
-        super().__init__(max_turns)
+    def __init__(
+        self, num_words: int = 3, hardcore: bool = True, max_turns: int = 40, reward_type: str = "dense"
+    ):
+        super().__init__(max_turns, reward_type)
         if not 1 <= num_words <= 8:
             raise ValueError("num_words must be between 1 and 8")
         self.num_words, self.hardcore = num_words, hardcore

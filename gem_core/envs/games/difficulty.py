@@ -10,22 +10,24 @@ from gem_core.core import Env, StepResult
 
 class RandomDifficulty(Env):
     """Wraps a game class; at each reset picks one of ``variants`` (constructor kwargs) with ``self.rng``.
+    ``game_kwargs`` (e.g. ``reward_type``) go to the game whatever the variant.
 
     ``info["difficulty"]`` names the variant drawn. The game in play is ``self.game``.
     """
 
-    def __init__(self, game: str, variants: dict[str, dict[str, Any]]):
+    def __init__(self, game: str, variants: dict[str, dict[str, Any]], **game_kwargs: Any):
         if not variants:
             raise ValueError("variants must name at least one setting")
         module, _, cls = game.partition(":")
         self.game_cls = getattr(importlib.import_module(module), cls)
         self.variants = variants
+        self.game_kwargs = game_kwargs
         self.game: Env | None = None
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[str, dict[str, Any]]:
         super().reset(seed)
         name = self.rng.choice(sorted(self.variants))
-        self.game = self.game_cls(**self.variants[name])
+        self.game = self.game_cls(**{**self.variants[name], **self.game_kwargs})
         obs, info = self.game.reset(seed=self.rng.getrandbits(63), **kwargs)
         return obs, {**info, "difficulty": name}
 

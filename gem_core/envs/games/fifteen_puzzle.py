@@ -50,8 +50,8 @@ Board = tuple[int, ...]  # size * size tiles, row by row, 0 = blank
 
 
 class FifteenPuzzleEnv(GameEnv):
-    def __init__(self, size: int = 4, max_turns: int = 50):
-        super().__init__(max_turns)
+    def __init__(self, size: int = 4, max_turns: int = 50, reward_type: str = "dense"):
+        super().__init__(max_turns, reward_type)
         if size < 2:
             raise ValueError("size must be at least 2")
         self.size = size

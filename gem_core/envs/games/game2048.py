@@ -45,8 +45,8 @@ Board = tuple[int, ...]  # SIZE * SIZE tile values, row by row, 0 = empty
 
 
 class Game2048Env(GameEnv):
-    def __init__(self, target_tile: int = 512, max_turns: int = 50):
-        super().__init__(max_turns)
+    def __init__(self, target_tile: int = 512, max_turns: int = 50, reward_type: str = "dense"):
+        super().__init__(max_turns, reward_type)
         if target_tile < 4 or target_tile & (target_tile - 1):
             raise ValueError("target_tile must be a power of two, at least 4")
         self.target_tile = target_tile

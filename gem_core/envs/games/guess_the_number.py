@@ -25,8 +25,10 @@ from gem_core.envs.games.ids import register_game
 
 
 class GuessTheNumberEnv(GameEnv):
-    def __init__(self, min_number: int = 1, max_number: int = 50, max_turns: int = 7):
-        super().__init__(max_turns)
+    def __init__(
+        self, min_number: int = 1, max_number: int = 50, max_turns: int = 7, reward_type: str = "dense"
+    ):
+        super().__init__(max_turns, reward_type)
         if min_number >= max_number:
             raise ValueError("min_number must be below max_number")
         self.min_number, self.max_number = min_number, max_number

@@ -36,8 +36,8 @@ WIN_REWARD = 1.0
 
 
 class HangmanEnv(GameEnv):
-    def __init__(self, word_length: int = 7, max_turns: int = 20):
-        super().__init__(max_turns)
+    def __init__(self, word_length: int = 7, max_turns: int = 20, reward_type: str = "dense"):
+        super().__init__(max_turns, reward_type)
         if word_length not in (3, 5, 7):
             raise ValueError("word_length must be 3, 5 or 7 (the lengths with shipped word lists)")
         self.word_length = word_length

@@ -47,8 +47,10 @@ def score_pegs(code: tuple[int, ...], guess: tuple[int, ...]) -> tuple[int, int]
 
 
 class MastermindEnv(GameEnv):
-    def __init__(self, code_length: int = 4, num_symbols: int = 8, max_turns: int = 30):
-        super().__init__(max_turns)
+    def __init__(
+        self, code_length: int = 4, num_symbols: int = 8, max_turns: int = 30, reward_type: str = "dense"
+    ):
+        super().__init__(max_turns, reward_type)
         if not 1 <= code_length <= num_symbols:
             raise ValueError("need 1 <= code_length <= num_symbols (the code's symbols are distinct)")
         self.code_length, self.num_symbols = code_length, num_symbols

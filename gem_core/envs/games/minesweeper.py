@@ -54,8 +54,15 @@ def _neighbours(r: int, c: int, rows: int, cols: int) -> list[tuple[int, int]]:
 
 
 class MinesweeperEnv(GameEnv):
-    def __init__(self, rows: int = 8, cols: int = 8, num_mines: int = 12, max_turns: int = 64):
-        super().__init__(max_turns)
+    def __init__(
+        self,
+        rows: int = 8,
+        cols: int = 8,
+        num_mines: int = 12,
+        max_turns: int = 64,
+        reward_type: str = "dense",
+    ):
+        super().__init__(max_turns, reward_type)
         if rows < 2 or cols < 2 or not 1 <= num_mines < rows * cols:
             raise ValueError("need a grid of at least 2x2 and 1 <= num_mines < rows * cols")
         self.rows, self.cols, self.num_mines = rows, cols, num_mines

@@ -55,8 +55,15 @@ def _step(cell: Cell, direction: str, times: int = 1) -> Cell:
 
 
 class SokobanEnv(GameEnv):
-    def __init__(self, rows: int = 8, cols: int = 8, num_boxes: int = 4, max_turns: int = 50):
-        super().__init__(max_turns)
+    def __init__(
+        self,
+        rows: int = 8,
+        cols: int = 8,
+        num_boxes: int = 4,
+        max_turns: int = 50,
+        reward_type: str = "dense",
+    ):
+        super().__init__(max_turns, reward_type)
         if rows < 5 or cols < 5:
             raise ValueError("rows and cols must be at least 5 (the outer wall takes two of each)")
         if not 1 <= num_boxes <= (rows - 2) * (cols - 2) // 3:

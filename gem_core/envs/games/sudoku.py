@@ -44,8 +44,8 @@ _SEPARATORS = re.compile(r"row|column|col|value|val|[rcv]|[\s,;:=()\[\]]")
 
 
 class SudokuEnv(GameEnv):
-    def __init__(self, size: int = 9, clues: int = 50, max_turns: int = 50):
-        super().__init__(max_turns)
+    def __init__(self, size: int = 9, clues: int = 50, max_turns: int = 50, reward_type: str = "dense"):
+        super().__init__(max_turns, reward_type)
         box = math.isqrt(size)
         if size < 4 or box * box != size:
             raise ValueError("size must be a square number of at least 4 (4 or 9)")

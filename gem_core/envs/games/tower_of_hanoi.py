@@ -41,8 +41,8 @@ _MOVE = re.compile(r"(?:from\s+)?(?:peg\s+)?([abc])\s*(?:,|->|→|-|to|\s)?\s*(?
 
 
 class TowerOfHanoiEnv(GameEnv):
-    def __init__(self, num_disks: int = 5, max_turns: int = 35):
-        super().__init__(max_turns)
+    def __init__(self, num_disks: int = 5, max_turns: int = 35, reward_type: str = "dense"):
+        super().__init__(max_turns, reward_type)
         if num_disks < 1:
             raise ValueError("num_disks must be at least 1")
         self.num_disks = num_disks

@@ -67,8 +67,10 @@ def occurrences(grid: list[str], word: str) -> list[Line]:
 
 
 class WordSearchEnv(GameEnv):
-    def __init__(self, num_words: int = 5, hardcore: bool = True, max_turns: int = 20):
-        super().__init__(max_turns)
+    def __init__(
+        self, num_words: int = 5, hardcore: bool = True, max_turns: int = 20, reward_type: str = "dense"
+    ):
+        super().__init__(max_turns, reward_type)
         if not 1 <= num_words <= 10:
             raise ValueError("num_words must be between 1 and 10")
         self.num_words, self.hardcore = num_words, hardcore

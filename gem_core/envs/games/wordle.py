@@ -46,8 +46,8 @@ def feedback(secret: str, guess: str) -> str:
 
 
 class WordleEnv(GameEnv):
-    def __init__(self, word_length: int = 5, max_turns: int = 25):
-        super().__init__(max_turns)
+    def __init__(self, word_length: int = 5, max_turns: int = 25, reward_type: str = "dense"):
+        super().__init__(max_turns, reward_type)
         if word_length not in (3, 5):
             raise ValueError("word_length must be 3 or 5 (the lengths with shipped word lists)")
         self.word_length = word_length
