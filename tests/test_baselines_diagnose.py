@@ -10,6 +10,8 @@ from benchmarks.baselines.diagnose import (
     diagnose,
     diagnoses_markdown,
     guesses_against_hints,
+    letter_count_error,
+    same_answer_share,
     sum_answer_error,
 )
 from benchmarks.baselines.rows import TABLES
@@ -75,6 +77,32 @@ def test_sum_answer_error_is_the_distance_from_the_sum_of_the_question():
     off = sum_answer_error(answered([right[0], "the sum is 5", "<answer>five</answer>", right[3]])[0])
     assert off == 0.0
     assert math.isnan(sum_answer_error(answered(["no answer"])[0])) and math.isnan(sum_answer_error([]))
+
+
+def counted(answers: list[int]) -> tuple[list[Episode], list[int]]:
+    """rg:letter_counting episodes answering ``answers`` on the real env's questions, graded by the env,
+    and each question's count (the answer the env rewards)."""
+    env = gem_core.make("rg:letter_counting")
+    episodes, counts = [], []
+    for seed, answer in enumerate(answers):
+        observation, _ = env.reset(seed=seed)
+        count = next(n for n in range(60) if env.spawn(same_state=True).step(f"<answer>{n}</answer>")[1])
+        action = f"<answer>{answer}</answer>"
+        _, reward, *_ = env.step(action)
+        assert reward == float(answer == count)
+        turn = Turn(observation, action, prompt_ids=[], action_ids=[1], reward=reward, info={})
+        episodes.append(Episode(env_id="rg:letter_counting", seed=seed, turns=[turn]))
+        counts.append(count)
+    return episodes, counts
+
+
+def test_letter_count_error_is_the_distance_from_the_count_the_env_rewards():
+    _, counts = counted([0] * 6)
+    assert letter_count_error(counted(counts)[0]) == 0.0 and same_answer_share(counted(counts)[0]) < 1.0
+    always_one = counted([1] * 6)[0]
+    assert letter_count_error(always_one) == sum(abs(c - 1) for c in counts) / 6 > 0
+    assert same_answer_share(always_one) == 1.0
+    assert math.isnan(same_answer_share([])) and math.isnan(letter_count_error([]))
 
 
 def test_diagnose_plays_one_training_batch_of_the_warmed_up_policy(tmp_path, monkeypatch):

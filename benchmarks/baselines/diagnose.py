@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,24 +40,58 @@ def guesses_against_hints(episodes: Sequence[Episode]) -> float:
 
 
 _SUM_QUESTION = re.compile(r"Calculate (-?\d+) \+ (-?\d+)\.")
-_SUM_ANSWER = re.compile(r"<answer>\s*(-?\d{1,4})\s*</answer>")
+_LETTER_QUESTION = re.compile(r'How many times does the letter "(\w)" appear in the text: "([^"]*)"\?')
+_TAGGED_NUMBER = re.compile(r"<answer>\s*(-?\d{1,4})\s*</answer>")
 
 
-def sum_answer_error(episodes: Sequence[Episode]) -> float:
-    """rg:sum-learn: the mean distance of the answers given (in the tags) from a + b. A policy that adds
-    has 0; one answering uniformly from -18 to 18, 10.9 (terms from -9 to 9)."""
-    errors = []
-    for turn in (t for e in episodes for t in e.turns):
-        question, answer = _SUM_QUESTION.search(str(turn.observation)), _SUM_ANSWER.search(turn.action)
-        if question and answer:
-            errors.append(abs(int(answer[1]) - int(question[1]) - int(question[2])))
-    return sum(errors) / len(errors) if errors else float("nan")
+def _sum_of(question: str) -> int | None:
+    """rg:sum-learn's right answer, a + b, read from its question."""
+    match = _SUM_QUESTION.search(question)
+    return int(match[1]) + int(match[2]) if match else None
 
 
-# env id prefix -> (statistic name, function of the batch's episodes)
-ENV_CHECKS: dict[str, tuple[str, Callable[[Sequence[Episode]], float]]] = {
-    "game:GuessTheNumber": ("guesses_against_hints", guesses_against_hints),
-    "rg:sum-learn": ("answer_error", sum_answer_error),
+def _letter_count_of(question: str) -> int | None:
+    """rg:letter_counting's right answer, the letter's count in the text, read from its question (as the
+    env grades: case-insensitive)."""
+    match = _LETTER_QUESTION.search(question)
+    return match[2].lower().count(match[1].lower()) if match else None
+
+
+def _numbers_answered(episodes: Sequence[Episode]) -> list[tuple[str, int]]:
+    """Each turn's question and the number it answered in the tags (turns with no such number left out)."""
+    answered = ((str(t.observation), _TAGGED_NUMBER.search(t.action)) for e in episodes for t in e.turns)
+    return [(question, int(answer[1])) for question, answer in answered if answer]
+
+
+def answer_error(right: Callable[[str], int | None]) -> Callable[[Sequence[Episode]], float]:
+    """The mean distance of the numbers answered (in the tags) from ``right(question)``; nan when none is
+    judged."""
+
+    def error(episodes: Sequence[Episode]) -> float:
+        errors = [abs(a - r) for q, a in _numbers_answered(episodes) if (r := right(q)) is not None]
+        return sum(errors) / len(errors) if errors else float("nan")
+
+    return error
+
+
+# rg:sum-learn: a policy that adds has 0; one answering uniformly from -18 to 18, 10.9 (terms -9 to 9).
+sum_answer_error = answer_error(_sum_of)
+# rg:letter_counting: counts run 1-12 (held out: 8 of 24 texts hold the letter once); "2" always: 1.5.
+letter_count_error = answer_error(_letter_count_of)
+
+
+def same_answer_share(episodes: Sequence[Episode]) -> float:
+    """The share of the numbers answered that are the most frequent one: 1.0 for a policy that answers
+    the same whatever the question; nan when none is answered."""
+    answers = Counter(a for _, a in _numbers_answered(episodes))
+    return max(answers.values()) / answers.total() if answers else float("nan")
+
+
+# env id prefix -> {statistic name: function of the batch's episodes}
+ENV_CHECKS: dict[str, dict[str, Callable[[Sequence[Episode]], float]]] = {
+    "game:GuessTheNumber": {"guesses_against_hints": guesses_against_hints},
+    "rg:sum-learn": {"answer_error": sum_answer_error},
+    "rg:letter_counting": {"answer_error": letter_count_error, "same_answer": same_answer_share},
 }
 
 
@@ -93,9 +128,9 @@ def diagnosis(row: Row, episodes: Sequence[Episode]) -> dict[str, Any]:
     from gem_adapters.episodes.episode_stats import episode_stats
 
     stats = episode_stats(episodes)
-    for prefix, (name, check) in ENV_CHECKS.items():
+    for prefix, checks in ENV_CHECKS.items():
         if row.env_id.startswith(prefix):
-            stats[name] = check(episodes)
+            stats.update({name: check(episodes) for name, check in checks.items()})
     return stats
 
 
@@ -143,7 +178,7 @@ def diagnoses_markdown(results_dir: Path) -> str:
     ]
     for record in records:
         stats = record["stats"]
-        own = {k: v for k, v in stats.items() if k in {name for name, _ in ENV_CHECKS.values()}}
+        own = {k: v for k, v in stats.items() if any(k in checks for checks in ENV_CHECKS.values())}
         cells = " | ".join(f"{stats[key]:.2f}" for key in DIAGNOSIS_COLUMNS.values())
         checks = ", ".join(f"{k} {v:.2f}" for k, v in own.items()) or "–"
         lines.append(
