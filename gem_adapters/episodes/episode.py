@@ -136,8 +136,10 @@ class Episode:
 
     @property
     def group_id(self) -> Any:
-        """Episodes that share an initial state (GRPO groups): ``info["group"]`` if set, else (env id, seed)."""
-        return self.info.get("group", (self.env_id, self.seed))
+        """Episodes that share an initial state (GRPO groups): ``info["group"]`` if set, else (env id, seed);
+        hashable (a list, as JSON gives it back, is read as a tuple)."""
+        group = self.info.get("group", (self.env_id, self.seed))
+        return tuple(group) if isinstance(group, list) else group
 
     @property
     def num_generated_tokens(self) -> int:

@@ -79,3 +79,21 @@ def test_groups_with_signal_counts_tasks_played_more_than_once_whose_returns_dif
     ]
     assert episode_stats(batch)["groups_with_signal"] == pytest.approx(1 / 3)
     assert episode_stats([played(0, 1.0), played(1, 0.0)])["groups_with_signal"] == 0.0
+
+
+def test_groups_with_signal_reads_a_group_set_as_a_list():
+    """The TRL rollout names the group of a task with env kwargs ``[env_id, seed, kwargs JSON]`` (a list,
+    as JSON gives it back): two starts of the same env and seed with other kwargs are two groups."""
+
+    def played(reward: float, kwargs: str) -> Episode:
+        return Episode(
+            env_id="game:A", seed=0, turns=[turn(reward, 1)], info={"group": ["game:A", 0, kwargs]}
+        )
+
+    batch = [
+        played(1.0, '{"k": 1}'),
+        played(0.0, '{"k": 1}'),
+        played(1.0, '{"k": 2}'),
+        played(1.0, '{"k": 2}'),
+    ]
+    assert episode_stats(batch)["groups_with_signal"] == pytest.approx(1 / 2)

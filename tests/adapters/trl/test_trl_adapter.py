@@ -286,6 +286,34 @@ def test_rebn_per_env_step_on_a_mixed_dataset(tokenizer, tmp_path):
     assert abs(plain[where == TEST_ENV].mean()) > 0.1
 
 
+def test_a_step_on_tasks_with_env_kwargs_plays_them_with_those_kwargs(tokenizer, tmp_path):
+    """A real step on a game made with ``reward_type="sparse"`` through the tasks' env kwargs: the
+    random policy's junk earns 0 (the dense game: -0.1 a turn), each group is one task's starts, and the
+    batch's statistics are logged."""
+    from gem_adapters.episodes.tasks import make_tasks
+    from gem_adapters.runtime.models import tiny_causal_lm
+    from gem_adapters.trl import task_rows
+
+    config = GEMGRPOConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=6, num_generations=3, max_steps=1,
+        learning_rate=1e-3, max_turn_tokens=6, gradient_checkpointing=False, report_to=[],
+        save_strategy="no", logging_steps=1, seed=0, disable_tqdm=True,
+    )  # fmt: skip
+    tasks = make_tasks(GAME, 4, env_kwargs={"reward_type": "sparse"})
+    trainer = ProbeTrainer(
+        model=tiny_causal_lm(tokenizer, seed=0),
+        args=config,
+        train_dataset=task_rows(tasks),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    episodes = [row["episode"] for row in trainer.scored[0][0]]
+    assert len(episodes) == 6 and all(t.reward == 0.0 for e in episodes for t in e.turns)
+    assert any(t.info.get("format_error") for e in episodes for t in e.turns)  # junk, unpenalised
+    assert len({e.group_id for e in episodes}) == 2
+    assert "env/groups_with_signal" in trainer.state.log_history[0]
+
+
 def test_episode_samples_and_logged_metrics(rebn_run):
     trainer = rebn_run[0]
     rows, _ = trainer.scored[0]
