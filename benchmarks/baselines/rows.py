@@ -839,6 +839,19 @@ PLATEAU += [
     ),
 ]
 
+PLATEAU += [
+    _tried(
+        "logic_RuleTaker-v0-d1--smollm2",
+        "kl-0.04",
+        "does not learn",
+        beta=0.04,
+        expectation="does not learn: ReBN and GRPO both settled on one label (entropy 0.10-0.49 -> under "
+        "0.02, no group with a signal after step ~12) and end at exactly 0.33, chance. A KL penalty towards "
+        "the warm-up (TRL's beta 0.04) should keep the entropy and the groups' signal; that the signal then "
+        "teaches one-step deduction to 135M in 32 steps of 16 episodes we do not expect: no rise past chance",
+    ),
+]
+
 # Changes on top of a tried change that did not learn either.
 PLATEAU += [
     _tried(
