@@ -837,9 +837,6 @@ PLATEAU += [
         "steps should land between, where most groups hold a signal; that RL lowered a near-perfect policy "
         "says its steps are noisy, so a slow rise at most",
     ),
-]
-
-PLATEAU += [
     _tried(
         "logic_RuleTaker-v0-d1--smollm2",
         "kl-0.04",
