@@ -83,15 +83,15 @@ class GEMGRPOConfig(GRPOConfig):
     )
 
     def __post_init__(self) -> None:
-        if self.bf16 is None and not self.fp16:
-            import torch
+        import torch
 
+        on_gpu = not self.use_cpu and torch.cuda.is_available()
+        if self.bf16 is None and not self.fp16:
             from gem_adapters.runtime.precision import native_bf16
 
-            on_gpu = not self.use_cpu and torch.cuda.is_available()
             self.bf16 = native_bf16("cuda" if on_gpu else "cpu")
-            # transformers allows bf16 without a GPU only when told that the CPU trains
-            self.use_cpu = self.use_cpu or (self.bf16 and not on_gpu)
+        # transformers allows bf16 without an accelerator only when told that the CPU trains (`--bf16 true` too)
+        self.use_cpu = self.use_cpu or bool(self.bf16 and not on_gpu and not torch.accelerator.is_available())
         super().__post_init__()
         if self.max_turn_tokens < 1:
             raise ValueError("max_turn_tokens must be at least 1")
@@ -100,8 +100,6 @@ class GEMGRPOConfig(GRPOConfig):
         if self.max_tree_tokens is not None and self.max_tree_tokens < 1:
             raise ValueError("max_tree_tokens must be at least 1 (or None)")
         if self.compile_learner:
-            import torch
-
             from gem_adapters.algorithms.prefix_tree import why_not_compile
 
             why = why_not_compile("cpu" if self.use_cpu or not torch.cuda.is_available() else "cuda")

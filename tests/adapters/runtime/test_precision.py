@@ -64,6 +64,18 @@ def test_trl_config_follows_the_cpu_and_bf16_false_forces_fp32(cpu, tmp_path):
     assert GEMGRPOConfig(**settings, bf16=False).bf16 is False  # the one switch, `--bf16 false`
 
 
+def test_trl_config_takes_an_explicit_bf16_on_a_machine_without_an_accelerator(tmp_path, monkeypatch):
+    pytest.importorskip("trl")
+    from gem_adapters.trl import GEMGRPOConfig
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: False)
+    config = GEMGRPOConfig(
+        output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2, bf16=True
+    )
+    assert config.bf16 is True and config.use_cpu is True  # transformers refuses bf16 here without use_cpu
+
+
 def episodes(model, tokenizer, bf16, temperature=0.0):
     renderer = ChatRenderer(tokenizer)
     policy = TransformersPolicy(model, tokenizer, seed=0, bf16=bf16)
