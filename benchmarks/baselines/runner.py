@@ -1,6 +1,6 @@
 """The baselines' command line: run a table (resumable), report it, smoke-test and plan its rows.
 
-    python -m benchmarks.baselines run envs [--rows ID ...] [--workers 2] [--no-commit]
+    python -m benchmarks.baselines run envs [--rows ID ...] [--seeds N ...] [--workers 2] [--no-commit]
     python -m benchmarks.baselines report envs
     python -m benchmarks.baselines smoke [envs] [--rows ID ...] [--steps 2]
     python -m benchmarks.baselines plan [envs]
@@ -257,12 +257,24 @@ class Git:
         return False
 
 
-def train_row(row: Row, results_dir: Path, git: Git, table: str | None = None, threads: int = 1) -> None:
-    """Every run of ``row`` still missing, estimator by estimator; each finished run is committed at once,
-    and the estimator's curve over seeds when its last seed is done."""
+def train_row(
+    row: Row,
+    results_dir: Path,
+    git: Git,
+    table: str | None = None,
+    threads: int = 1,
+    seeds: list[int] | None = None,
+) -> None:
+    """Every run of ``row`` still missing (of ``seeds`` only, if given), estimator by estimator; each finished
+    run is committed at once, and the estimator's curve over all the row's seeds when its last seed is done
+    (by whichever runner finishes it: two runners given different ``seeds`` share a row)."""
     for estimator in row.estimators:
         stems = [results.run_stem(results_dir, row.name, FRAMEWORK, estimator, s) for s in row.seeds]
-        missing = [(s, stem) for s, stem in zip(row.seeds, stems) if not stem.with_suffix(".json").exists()]
+        missing = [
+            (s, stem)
+            for s, stem in zip(row.seeds, stems)
+            if (seeds is None or s in seeds) and not stem.with_suffix(".json").exists()
+        ]
         if not missing:
             continue
         for seed, stem in missing:
@@ -289,7 +301,13 @@ def run_files(row: Row, stem: Path) -> list[Path]:
 
 
 def run(
-    table: str, patterns: list[str] | None, workers: int, git: Git, results_dir: Path, threads: int = 1
+    table: str,
+    patterns: list[str] | None,
+    workers: int,
+    git: Git,
+    results_dir: Path,
+    threads: int = 1,
+    seeds: list[int] | None = None,
 ) -> None:
     rows = find_rows(table, patterns)
     print(
@@ -297,7 +315,7 @@ def run(
         flush=True,
     )
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(lambda row: train_row(row, results_dir, git, table, threads), rows))
+        list(pool.map(lambda row: train_row(row, results_dir, git, table, threads, seeds), rows))
     git.commit(report(table, results_dir), f"baselines: the {table} table, README table and grid")
 
 
@@ -673,6 +691,9 @@ def main(argv: list[str] | None = None) -> None:
             sub.add_argument(
                 "--threads", type=int, default=1, help="threads of each run (2: a long SmolLM2 row alone)"
             )
+            sub.add_argument(
+                "--seeds", type=int, nargs="+", help="only these seeds (two runners can share a row's seeds)"
+            )
         if name == "smoke":
             sub.add_argument("--steps", type=int, default=2)
         if name == "plan":
@@ -716,7 +737,15 @@ def main(argv: list[str] | None = None) -> None:
         out = diagnose(row, args.seed, args.results)
         print(json.dumps(json.loads(out.read_text())["stats"], indent=1), f"\n-> {out}")
     elif args.command == "run":
-        run(args.table, args.rows, args.workers, Git(not args.no_commit), args.results, args.threads)
+        run(
+            args.table,
+            args.rows,
+            args.workers,
+            Git(not args.no_commit),
+            args.results,
+            args.threads,
+            args.seeds,
+        )
     elif args.command == "report":
         report(args.table, args.results)
     elif args.command == "smoke":
