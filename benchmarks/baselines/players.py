@@ -13,7 +13,9 @@ per process and shared by every env (they are static resources of ``ToolEnvWrapp
 
 from __future__ import annotations
 
+import ast
 import functools
+import operator
 import re
 import weakref
 from collections.abc import Callable
@@ -107,6 +109,45 @@ def _python_expression(problem: str) -> str:
     return expression
 
 
+_STEPS = {ast.Add: ("+", operator.add), ast.Sub: ("-", operator.sub), ast.Mult: ("*", operator.mul),
+          ast.Div: ("/", operator.truediv), ast.Pow: ("^", operator.pow)}  # fmt: skip
+
+
+def _arithmetic_steps(env: Any) -> str:
+    """A ``math:Arithmetic-v0`` answer worked one operation at a time, in the order Python evaluates the
+    problem's expression ("27 * 22 = 594, 15 + 594 = 609, 609 - 19 = 590"), then the gold answer boxed."""
+    steps: list[str] = []
+
+    def value(node: ast.expr) -> float:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        assert isinstance(node, ast.BinOp) and type(node.op) in _STEPS, ast.dump(node)
+        symbol, apply = _STEPS[type(node.op)]
+        left, right = value(node.left), value(node.right)
+        result = apply(left, right)
+        steps.append(f"{_number(left)} {symbol} {_number(right)} = {_number(result)}")
+        return result
+
+    value(ast.parse(_python_expression(env.example[env.question_key]), mode="eval").body)
+    return f"{', '.join(steps)}. The answer is \\boxed{{{_gold(env)}}}."
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+def _letters_by_word(env: Any) -> str:
+    """An ``rg:letter_counting`` answer that names each word holding the letter with its count there
+    (case-insensitive, as the env grades), then the total in the answer tags."""
+    match = re.search(r'letter "(\w)" appear in the text: "([^"]*)"', env.example["question"])
+    letter, text = match[1].lower(), match[2]
+    found = [(word, word.lower().count(letter)) for word in text.split() if letter in word.lower()]
+    words = ", ".join(f"{word} ({n})" for word, n in found) or "none"
+    return f'"{letter}": {words}. <answer>{sum(n for _, n in found)}</answer>'
+
+
 def _python_then_answer(env: Any) -> list[str]:
     expression = _python_expression(env.example[env.question_key])
     code = f"x = {expression}\nprint(int(x) if x == int(x) else x)"
@@ -130,7 +171,9 @@ def _customer_service_reference(view: Any) -> str:
 PLAYERS: dict[str, Callable[[], Player]] = {  # name -> a fresh player (planned players keep per-env turns)
     "solver": lambda: lambda env: env.solve_action(),
     "math_answer": lambda: lambda env: f"The answer is \\boxed{{{_gold(env)}}}.",
+    "math_steps": lambda: _arithmetic_steps,
     "tag_answer": lambda: lambda env: f"<answer>{env.example['answer']}</answer>",
+    "letters_by_word": lambda: _letters_by_word,
     "boxed_label": lambda: lambda env: f"\\boxed{{{env.example['answer']}}}",
     "code_reference": lambda: lambda env: f"```python\n{env.problems[env.problem_index]['reference']}```",
     "terminal_solution": lambda: _terminal_solution,

@@ -847,6 +847,29 @@ PLATEAU += [
         "the warm-up (TRL's beta 0.04) should keep the entropy and the groups' signal; that the signal then "
         "teaches one-step deduction to 135M in 32 steps of 16 episodes we do not expect: no rise past chance",
     ),
+    _tried(
+        "math_Arithmetic-v0--smollm2",
+        "steps-warmup",
+        "learns slowly",
+        warmup_player="math_steps",
+        max_turn_tokens=96,  # the longest worked answer: 66 tokens
+        expectation="learns slowly: the warm-up copied a boxed answer with no working (every problem asks to "
+        "reason step by step), so the policy guessed: 0.00 before and 0.01 after, no batch held a reward. "
+        "Warmed up on answers worked one operation at a time (27 * 22 = 594, 15 + 594 = 609, ...) the model "
+        "has small steps to get right, and groups a signal where it does; 2-digit products stay hard for "
+        "135M, and the 60 problems are also the held-out set (a rise may be memorised): a slow rise",
+    ),
+    _tried(
+        "rg_letter_counting--smollm2",
+        "letters-by-word",
+        "learns slowly",
+        warmup_player="letters_by_word",
+        max_turn_tokens=64,  # the longest worked answer: 42 tokens
+        expectation="learns slowly: diagnosis: the warm-up answered a bare number and guesses (answers 1.75-3.19 "
+        "from the count; always 2: 1.5); RL settled on near-constant answers (0.31; always 1: 0.33). Warmed "
+        "up on answers that name each word holding the letter with its count there (Gutenberg (2), ...), "
+        "the count becomes a sum over words whose spelling the model may know: a slow rise at most",
+    ),
 ]
 
 # Changes on top of a tried change that did not learn either.
