@@ -225,6 +225,11 @@ def test_check_table_runs_end_to_end_commits_and_resumes(repo):
         assert summary["before"]["episodes"] == summary["after"]["episodes"] == 8
         for phase in ("before", "after"):
             assert 0.0 <= summary[phase]["success_rate"] <= 1.0
+        assert 0.0 < summary["after"]["same_first_action"] <= 1.0
+        held_out = [json.loads(line) for line in stem.with_suffix(".heldout.jsonl").read_text().splitlines()]
+        assert [e["phase"] for e in held_out] == ["before"] * 8 + ["after"] * 8
+        assert all(e["env_id"] == "learn:PickSeven-v0" and e["actions"] for e in held_out)
+        assert sum(e["success"] for e in held_out[8:]) / 8 == summary["after"]["success_rate"]
         with open(stem.with_suffix(".csv")) as f:
             (step,) = list(csv.DictReader(f))
         assert step["step"] == "1" and 0.0 <= float(step["success_rate"]) <= 1.0 and float(step["step_s"]) > 0
@@ -244,7 +249,7 @@ def test_check_table_runs_end_to_end_commits_and_resumes(repo):
     ]
     first = git(repo, "show", "--name-only", "--format=", "HEAD~3").split()
     assert sorted(first) == sorted(
-        str(stems[0].with_suffix(s).relative_to(repo)) for s in (".csv", ".json", ".log")
+        str(stems[0].with_suffix(s).relative_to(repo)) for s in (".csv", ".json", ".log", ".heldout.jsonl")
     )
     assert git(repo, "status", "--porcelain") == ""
 

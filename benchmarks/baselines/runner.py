@@ -296,7 +296,10 @@ def run_files(row: Row, stem: Path) -> list[Path]:
     """The files one run wrote: its curve, summary and log (a mixture's: each env's too)."""
     bases = (stem, *(results.part_stem(stem, part.name) for part in row.parts))
     return [
-        p for base in bases for p in (base.with_suffix(s) for s in (".csv", ".json", ".log")) if p.exists()
+        p
+        for base in bases
+        for p in (base.with_suffix(s) for s in (".csv", ".json", ".log", ".heldout.jsonl"))
+        if p.exists()
     ]
 
 

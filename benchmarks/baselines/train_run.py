@@ -9,8 +9,10 @@
    one curve row per step (``CURVE_COLUMNS``, ``gem_adapters.runtime.run_log.RunLog``);
 4. ``after``: the same held-out episodes with the trained weights.
 
-The curve goes to ``<out>.csv`` as it is made and the summary (``before``, ``after``, timings,
-settings, machine) to ``<out>.json`` at the end: a run whose JSON exists is finished.
+The curve goes to ``<out>.csv`` as it is made, each held-out episode's actions and return before and
+after RL to ``<out>.heldout.jsonl`` (what a policy answered, since a run keeps no weights), and the summary
+(``before``, ``after``, timings, settings, machine) to ``<out>.json`` at the end: a run whose JSON
+exists is finished.
 
 A mixture row (``Row.parts``) trains on ``gem_adapters.episodes.tasks.mixed_tasks`` in order (TRL's shuffle
 off: every step holds each env's equal share; env ``k`` plays the task seeds its single-env run plays),
@@ -26,6 +28,7 @@ import os
 import platform
 import tempfile
 import time
+from collections import Counter
 from contextlib import ExitStack, suppress
 from dataclasses import asdict
 from pathlib import Path
@@ -37,6 +40,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from benchmarks.baselines.players import PLAYERS, register_tool_envs
 from benchmarks.baselines.results import part_stem
 from benchmarks.baselines.rows import FRAMEWORK, Row
+from gem_adapters.episodes.episode import Episode
 from gem_adapters.episodes.episode_stats import episode_stats
 from gem_adapters.episodes.tasks import Task, make_tasks, mixed_tasks
 from gem_adapters.runtime.run_log import RunLog
@@ -176,13 +180,17 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
     return model, tokenizer, renderer, info
 
 
-def evaluate(model, processing_class, renderer, row: Row, episodes: int) -> dict[str, Any]:
-    """``episode_stats`` of ``episodes`` held-out episodes at temperature 1 (a fixed sampling seed); for a
-    mixture, ``episodes`` of each env (``evaluate_env``) under ``per_env`` and their means (episodes and
-    seconds summed) beside it."""
+def evaluate(
+    model, processing_class, renderer, row: Row, episodes: int, played: list[Episode]
+) -> dict[str, Any]:
+    """``episode_stats`` of ``episodes`` held-out episodes at temperature 1 (a fixed sampling seed), the
+    episodes appended to ``played``; for a mixture, ``episodes`` of each env (``evaluate_env``) under
+    ``per_env`` and their means (episodes and seconds summed) beside it."""
     if not row.parts:
-        return evaluate_env(model, processing_class, renderer, row, episodes)
-    per_env = {p.env_id: evaluate_env(model, processing_class, renderer, p, episodes) for p in row.parts}
+        return evaluate_env(model, processing_class, renderer, row, episodes, played)
+    per_env = {
+        p.env_id: evaluate_env(model, processing_class, renderer, p, episodes, played) for p in row.parts
+    }
     runs = list(per_env.values())
     return {
         **{k: sum(r[k] for r in runs) / len(runs) for k in EVAL_KEYS},
@@ -192,14 +200,18 @@ def evaluate(model, processing_class, renderer, row: Row, episodes: int) -> dict
     }
 
 
-def evaluate_env(model, processing_class, renderer, row: Row, episodes: int) -> dict[str, float]:
-    """``episode_stats`` of ``episodes`` held-out episodes of the (single-env) row at temperature 1."""
+def evaluate_env(
+    model, processing_class, renderer, row: Row, episodes: int, played: list[Episode]
+) -> dict[str, float]:
+    """``episode_stats`` of ``episodes`` held-out episodes of the (single-env) row at temperature 1 (the
+    episodes appended to ``played``), and ``same_first_action``: the share of them whose first action is
+    the most frequent one (1.0: one answer whatever the task)."""
     from gem_adapters.evaluation.held_out import play_held_out
     from gem_adapters.policies.base import SamplingParams
     from gem_adapters.runtime.rollout_limits import RolloutLimits
 
     started = time.perf_counter()
-    played = play_held_out(
+    new = play_held_out(
         model,
         processing_class,
         renderer,
@@ -209,12 +221,26 @@ def evaluate_env(model, processing_class, renderer, row: Row, episodes: int) -> 
         limits=RolloutLimits(row.max_turns, row.max_turn_tokens, row.max_context_tokens),
         sampling=SamplingParams(max_new_tokens=row.max_turn_tokens, temperature=1.0),
     )
-    stats = episode_stats(played)
+    played.extend(new)
+    stats = episode_stats(new)
+    first_actions = Counter(e.turns[0].action for e in new if e.turns)
     return {
         **{k: stats[k] for k in EVAL_KEYS},
-        "episodes": len(played),
+        "same_first_action": max(first_actions.values()) / first_actions.total() if first_actions else 0.0,
+        "episodes": len(new),
         "seconds": time.perf_counter() - started,
     }
+
+
+def write_held_out(path: Path, before: list[Episode], after: list[Episode]) -> None:
+    """One line per held-out episode and phase: its env, seed, success, return and actions
+    (``<out>.heldout.jsonl``)."""
+    with open(path, "w") as f:
+        for phase, episodes in (("before", before), ("after", after)):
+            for e in episodes:
+                line = {"phase": phase, "env_id": e.env_id, "seed": e.seed, "success": e.success}
+                line |= {"return": e.total_reward}
+                f.write(json.dumps(line | {"actions": [t.action for t in e.turns]}) + "\n")
 
 
 def grpo_trainer(
@@ -302,7 +328,8 @@ def train(
     set_seed(seed)
     model, processing_class, renderer, warmup = load_policy(row, seed, smoke)
     eval_episodes = min(row.eval_episodes, SMOKE_EVAL_EPISODES) if smoke else row.eval_episodes
-    before = evaluate(model, processing_class, renderer, row, eval_episodes)
+    played_before: list[Episode] = []
+    before = evaluate(model, processing_class, renderer, row, eval_episodes, played_before)
     # SmolLM2 trains under GEMGRPOConfig's default (bf16 autocast where the CPU computes it natively); the
     # small policy (hidden size 128) and the 3M tiny LLaVA in fp32: their matrix products are too small for
     # bf16 to pay (the small policy's learner pass ran at 0.82x fp32's speed in bf16, SmolLM2's at 2.27x:
@@ -340,7 +367,9 @@ def train(
             logs.enter_context(part_log)
         trainer.train()
     train_s = time.perf_counter() - train_started
-    after = evaluate(trainer.model, processing_class, renderer, row, eval_episodes)
+    played_after: list[Episode] = []
+    after = evaluate(trainer.model, processing_class, renderer, row, eval_episodes, played_after)
+    write_held_out(out.with_suffix(".heldout.jsonl"), played_before, played_after)
     per_env = {}
     if row.parts:
         per_env = {
