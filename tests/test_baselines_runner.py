@@ -143,6 +143,29 @@ def test_a_worked_answer_player_works_each_answer_out_and_wins(env_id):
             assert sum(int(n) for _, n in named) == int(re.search(r"<answer>(\d+)</answer>", move)[1])
 
 
+def test_chance_is_the_better_of_the_random_player_and_the_best_constant_answer(tmp_path):
+    """letter_counting's random player scores 0.003, answering "1" to every held-out text 8 of 24; a game
+    holds no gold answer; a chance.csv line written before the constant answer gets it when read."""
+    from benchmarks.baselines.train_run import EVAL_FIRST_SEED
+
+    assert chance.constant_answer_success("rg:letter_counting", EVAL_FIRST_SEED, 24) == 8 / 24
+    assert math.isnan(chance.constant_answer_success("game:Hangman-v1-easy", EVAL_FIRST_SEED, 4))
+    path = tmp_path / "chance.csv"
+    path.write_text(
+        "env_id,max_turns,tasks,samples,success,lo,hi,seconds\n"
+        "rg:letter_counting,,24,16,0.0026,0.0000,0.0078,4.9614\n"
+        "game:Hangman-v1-easy,,4,16,0.0300,0.0100,0.0500,1.0\n"
+    )
+    table = chance.ChanceTable(path)
+    assert table.get("rg:letter_counting", EVAL_FIRST_SEED, 24, None) == {
+        "chance": 8 / 24,
+        "chance_hi": 8 / 24,
+    }
+    assert table.get("game:Hangman-v1-easy", EVAL_FIRST_SEED, 4, None) == {"chance": 0.03, "chance_hi": 0.05}
+    header, *lines = path.read_text().splitlines()
+    assert header.split(",") == chance.CHANCE_COLUMNS and lines[1].split(",")[7] == "0.3333"
+
+
 def test_the_random_player_scores_what_chance_predicts():
     """The real random player: a third of three-label questions; some TicTacToe wins against a random
     opponent; no win at all in a game with a turn limit too short to win in."""

@@ -41,8 +41,9 @@ twice that fitted change's standard error (from the same noise estimate); then t
 place of a step. Fewer than 6 steps: no plateau step ("").
 
 Verdict, measured (``verdict``): "learns" when the paired after - before success interval lies above 0,
-the after interval lies above chance (``chance_hi``: the top of the random player's interval, see
-``benchmarks.baselines.chance``; lines measured without it are not held to it) and the curve reached its
+the after interval lies above chance (``chance_hi``: the top of the random player's interval, or the best
+constant answer's success where that is higher, see ``benchmarks.baselines.chance``; lines measured
+without it are not held to it) and the curve reached its
 plateau within the first half of the budget; "learns slowly" when both intervals lie so and the curve
 plateaued in the second half, is still rising, or is still falling (held-out success rose while the
 training curve is going down at the budget: not settled either); "does not learn" otherwise (no clear
@@ -224,7 +225,7 @@ def line_curve(runs: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
 
 def table_line(runs: Sequence[dict[str, Any]], chance: dict[str, float] | None = None) -> dict[str, Any]:
     """One ``table.csv`` line from the runs (seeds) of one env x framework x estimator x policy;
-    ``chance``: the random player's ``{"chance", "chance_hi"}`` on its held-out tasks, if measured."""
+    ``chance``: the chance floor's ``{"chance", "chance_hi"}`` on its held-out tasks, if measured."""
     first = runs[0]
     chance = chance or {"chance": math.nan, "chance_hi": math.nan}
     curve = line_curve(runs)

@@ -337,7 +337,7 @@ def table_markdown(
     rows = {part.name: part for row in TABLES[table] for part in row.parts}
     rows |= {row.name: row for row in TABLES[table]}
     lines = [
-        "| env | category | policy | framework | estimator | seeds | steps x episodes | success before -> after [95% interval] (random player) | after - before, paired [95%] | return before -> after | plateau step | verdict: set before -> measured | machine-h | expectation (set before the run) |",
+        "| env | category | policy | framework | estimator | seeds | steps x episodes | success before -> after [95% interval] (chance: random player or best constant answer) | after - before, paired [95%] | return before -> after | plateau step | verdict: set before -> measured | machine-h | expectation (set before the run) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in keys:
@@ -372,7 +372,7 @@ def _measured_on(line: dict[str, Any]) -> str:
 
 
 def line_chance(chance_table: ChanceTable, run: dict[str, Any]) -> dict[str, float] | None:
-    """The random player's success on the held-out tasks of ``run``'s line (None for a run that does not
+    """Chance (``ChanceTable.get``) on the held-out tasks of ``run``'s line (None for a run that does not
     say which: one of another table's, recorded before rows were)."""
     row = run.get("row")
     if not isinstance(row, dict) or run.get("smoke") or "measured_on" in run:  # chance: held-out tasks only
