@@ -10,7 +10,7 @@ over three labels, on every seed (one label for every task does that), and TicTa
 lines rose from 0.16 to 0.21 against a random opponent whom random legal moves beat 2 times in 3.
 A random answer is a low floor where the answers are skewed: letter_counting's random player scores
 0.003, while answering "1" to every text scores 0.33 (8 of its 24 held-out texts hold the letter once),
-where a SmolLM2 line ended on every seed, answering "1" to 21 of 24 texts.
+where a SmolLM2 line ended on every seed (a re-run of one of them answered "1" to 21 of the 24 texts).
 
 ``report`` measures each line's chance once and keeps it in ``<table's results>/chance.csv``.
 """

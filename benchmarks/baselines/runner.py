@@ -293,7 +293,7 @@ def train_row(
 
 
 def run_files(row: Row, stem: Path) -> list[Path]:
-    """The files one run wrote: its curve, summary and log (a mixture's: each env's too)."""
+    """The files one run wrote: its curve, summary, log and held-out episodes (a mixture's: each env's too)."""
     bases = (stem, *(results.part_stem(stem, part.name) for part in row.parts))
     return [
         p

@@ -238,9 +238,15 @@ def write_held_out(path: Path, before: list[Episode], after: list[Episode]) -> N
     with open(path, "w") as f:
         for phase, episodes in (("before", before), ("after", after)):
             for e in episodes:
-                line = {"phase": phase, "env_id": e.env_id, "seed": e.seed, "success": e.success}
-                line |= {"return": e.total_reward}
-                f.write(json.dumps(line | {"actions": [t.action for t in e.turns]}) + "\n")
+                line = {
+                    "phase": phase,
+                    "env_id": e.env_id,
+                    "seed": e.seed,
+                    "success": e.success,
+                    "return": e.total_reward,
+                    "actions": [t.action for t in e.turns],
+                }
+                f.write(json.dumps(line) + "\n")
 
 
 def grpo_trainer(
