@@ -143,6 +143,19 @@ def test_a_worked_answer_player_works_each_answer_out_and_wins(env_id):
             assert sum(int(n) for _, n in named) == int(re.search(r"<answer>(\d+)</answer>", move)[1])
 
 
+def test_a_rows_settings_reach_its_trainer():
+    """The row's sampling temperature and KL coefficient are the trainer's (held-out play stays at 1.0)."""
+    from benchmarks.baselines.train_run import grpo_trainer
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
+    from gem_adapters.runtime.models import load_tokenizer, tiny_causal_lm
+
+    row = next(r for r in PLATEAU if r.change == "temperature-1.5")
+    tokenizer = load_tokenizer("smollm2")
+    model = tiny_causal_lm(tokenizer, seed=0)
+    trainer = grpo_trainer(row, "rebn", 0, 1, model, tokenizer, ChatRenderer(tokenizer), bf16=False)
+    assert trainer.temperature == trainer.args.temperature == 1.5 and trainer.args.beta == row.beta == 0.0
+
+
 def test_chance_is_the_better_of_the_random_player_and_the_best_constant_answer(tmp_path):
     """letter_counting's random player scores 0.003, answering "1" to every held-out text 8 of 24; a game
     holds no gold answer; a chance.csv line written before the constant answer gets it when read."""

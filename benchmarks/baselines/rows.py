@@ -51,6 +51,7 @@ class Row:
     micro_batch_size: int | None = None  # episodes per forward/backward pass (None: the whole batch)
     mask_truncated_turns: bool = False  # no loss on actions cut off by max_turn_tokens (per turn)
     beta: float = 0.0  # KL penalty towards the policy RL starts from (TRL's beta)
+    temperature: float = 1.0  # sampling temperature of the training episodes (held-out episodes: 1.0)
     reward_type: str = "dense"  # the training episodes' game reward ("sparse": a win only); held-out: dense
     eval_episodes: int = 64  # held-out episodes before and after RL (the same seeds for every run)
     small_task: str | None = None  # small: the benchmarks.learning.common.TASKS warm-up player
@@ -869,6 +870,17 @@ PLATEAU += [
         "from the count; always 2: 1.5); RL settled on near-constant answers (0.31; always 1: 0.33). Warmed "
         "up on answers that name each word holding the letter with its count there (Gutenberg (2), ...), "
         "the count becomes a sum over words whose spelling the model may know: a slow rise at most",
+    ),
+    _tried(
+        "logic_RuleTaker-v0-d1--smollm2",
+        "temperature-1.5",
+        "does not learn",
+        temperature=1.5,
+        expectation="does not learn: ReBN, GRPO and kl-0.04 all lost their entropy (to under 0.03) and settled on "
+        "one label by step ~12, where no group holds a signal. Sampling the training episodes at temperature "
+        "1.5 (TRL's temperature, the learner's logprobs at the same) keeps both labels in the groups and "
+        "their signal for longer; that it then teaches one-step deduction to 135M we do not expect: at "
+        "chance (0.33) or a little above",
     ),
 ]
 

@@ -287,7 +287,7 @@ def grpo_trainer(
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=row.episodes_per_step // micro,
         num_generations=row.num_generations,
-        temperature=1.0,
+        temperature=row.temperature,
         beta=row.beta,
         mask_truncated_completions=row.mask_truncated_turns,
         use_cpu=True,
