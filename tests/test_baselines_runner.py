@@ -94,6 +94,9 @@ def test_a_rise_that_ends_at_chance_is_not_learning():
     assert at_chance["verdict"] == "does not learn" and at_chance["chance"] == 0.33
     above = results.table_line(runs, {"chance": 0.05, "chance_hi": 0.1})
     assert above["verdict"] == "learns"
+    # a constant answer right on a third of the tasks, as chance.csv's 4 decimals read it back
+    read_back = results.table_line(runs, {"chance": 0.3333, "chance_hi": 0.3333})
+    assert read_back["verdict"] == "does not learn"
 
 
 @pytest.mark.parametrize(
