@@ -28,6 +28,10 @@ from typing import Any
 from benchmarks.bootstrap import bootstrap
 
 CHANCE_SAMPLES = 16  # random plays of each held-out task
+DECIMALS = 4  # chance.csv's floats
+# below half a unit of the last decimal, a line and chance read back from chance.csv are equal (a constant
+# answer right on 8/24 reads back as 0.3333, below a line at exactly 8/24)
+ROUNDING = 0.5 * 10**-DECIMALS
 CHANCE_COLUMNS = ["env_id", "max_turns", "tasks", "samples", "success", "lo", "hi", "constant", "seconds"]
 
 
@@ -137,4 +141,6 @@ class ChanceTable:
             writer.writeheader()
             for key in sorted(self.lines):
                 line = self.lines[key]
-                writer.writerow({k: f"{v:.4f}" if isinstance(v, float) else v for k, v in line.items()})
+                writer.writerow(
+                    {k: f"{v:.{DECIMALS}f}" if isinstance(v, float) else v for k, v in line.items()}
+                )

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.baselines.players import letter_question
 from benchmarks.baselines.rows import Row
 from gem_adapters.episodes.episode import Episode
 
@@ -40,7 +41,6 @@ def guesses_against_hints(episodes: Sequence[Episode]) -> float:
 
 
 _SUM_QUESTION = re.compile(r"Calculate (-?\d+) \+ (-?\d+)\.")
-_LETTER_QUESTION = re.compile(r'How many times does the letter "(\w)" appear in the text: "([^"]*)"\?')
 _TAGGED_NUMBER = re.compile(r"<answer>\s*(-?\d{1,4})\s*</answer>")
 
 
@@ -53,8 +53,8 @@ def _sum_of(question: str) -> int | None:
 def _letter_count_of(question: str) -> int | None:
     """rg:letter_counting's right answer, the letter's count in the text, read from its question (as the
     env grades: case-insensitive)."""
-    match = _LETTER_QUESTION.search(question)
-    return match[2].lower().count(match[1].lower()) if match else None
+    parsed = letter_question(question)
+    return parsed[1].lower().count(parsed[0]) if parsed else None
 
 
 def _numbers_answered(episodes: Sequence[Episode]) -> list[tuple[str, int]]:

@@ -138,11 +138,19 @@ def _number(x: float) -> str:
     return str(int(x)) if x == int(x) else f"{x:g}"
 
 
+_LETTER_QUESTION = re.compile(r'How many times does the letter "(\w)" appear in the text: "([^"]*)"\?')
+
+
+def letter_question(question: str) -> tuple[str, str] | None:
+    """An ``rg:letter_counting`` question's letter (lower-cased: the env grades case-insensitively) and text."""
+    match = _LETTER_QUESTION.search(question)
+    return (match[1].lower(), match[2]) if match else None
+
+
 def _letters_by_word(env: Any) -> str:
     """An ``rg:letter_counting`` answer that names each word holding the letter with its count there
     (case-insensitive, as the env grades), then the total in the answer tags."""
-    match = re.search(r'letter "(\w)" appear in the text: "([^"]*)"', env.example["question"])
-    letter, text = match[1].lower(), match[2]
+    letter, text = letter_question(env.example["question"])
     found = [(word, word.lower().count(letter)) for word in text.split() if letter in word.lower()]
     words = ", ".join(f"{word} ({n})" for word, n in found) or "none"
     return f'"{letter}": {words}. <answer>{sum(n for _, n in found)}</answer>'

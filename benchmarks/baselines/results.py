@@ -62,6 +62,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.baselines.chance import ROUNDING
 from benchmarks.bootstrap import bootstrap
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "baselines_trained"
@@ -223,9 +224,6 @@ def line_curve(runs: Sequence[dict[str, Any]]) -> list[dict[str, float]]:
     return combine_curves(seed_curves(stems))
 
 
-CHANCE_ROUNDING = 0.5e-4
-
-
 def table_line(runs: Sequence[dict[str, Any]], chance: dict[str, float] | None = None) -> dict[str, Any]:
     """One ``table.csv`` line from the runs (seeds) of one env x framework x estimator x policy;
     ``chance``: the chance floor's ``{"chance", "chance_hi"}`` on its held-out tasks, if measured."""
@@ -235,9 +233,7 @@ def table_line(runs: Sequence[dict[str, Any]], chance: dict[str, float] | None =
     found = plateau([c["success_rate_mean"] for c in curve], [c["step"] for c in curve])
     after = [r["after"]["success_rate"] for r in runs]
     low, high = interval(after)
-    # chance.csv keeps 4 decimals: within half a unit of the last one, after and chance are equal (8/24
-    # answered by a constant answer reads back as 0.3333, below an after of 0.33333...)
-    above_chance = not low <= chance["chance_hi"] + CHANCE_ROUNDING  # NaN on either side: not held to chance
+    above_chance = not low <= chance["chance_hi"] + ROUNDING  # NaN on either side: not held to chance
     steps = sorted({r["steps"] for r in runs})
     return {
         "env_id": first["env_id"],

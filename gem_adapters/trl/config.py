@@ -85,13 +85,13 @@ class GEMGRPOConfig(GRPOConfig):
     def __post_init__(self) -> None:
         import torch
 
-        on_gpu = not self.use_cpu and torch.cuda.is_available()
         if self.bf16 is None and not self.fp16:
             from gem_adapters.runtime.precision import native_bf16
 
+            on_gpu = not self.use_cpu and torch.cuda.is_available()
             self.bf16 = native_bf16("cuda" if on_gpu else "cpu")
         # transformers allows bf16 without an accelerator only when told that the CPU trains (`--bf16 true` too)
-        self.use_cpu = self.use_cpu or bool(self.bf16 and not on_gpu and not torch.accelerator.is_available())
+        self.use_cpu = self.use_cpu or bool(self.bf16 and not torch.accelerator.is_available())
         super().__post_init__()
         if self.max_turn_tokens < 1:
             raise ValueError("max_turn_tokens must be at least 1")
