@@ -147,16 +147,22 @@ def test_a_worked_answer_player_works_each_answer_out_and_wins(env_id):
 
 
 def test_a_rows_settings_reach_its_trainer():
-    """The row's sampling temperature and KL coefficient are the trainer's (held-out play stays at 1.0)."""
-    from benchmarks.baselines.train_run import grpo_trainer
+    """The row's sampling temperature, KL coefficient and entropy control are the trainer's (held-out play
+    stays at 1.0)."""
+    from benchmarks.baselines.train_run import ENTROPY_COEF_DELTA, grpo_trainer
     from gem_adapters.episodes.chat_renderer import ChatRenderer
     from gem_adapters.runtime.models import load_tokenizer, tiny_causal_lm
 
-    row = next(r for r in PLATEAU if r.change == "temperature-1.5")
     tokenizer = load_tokenizer("smollm2")
     model = tiny_causal_lm(tokenizer, seed=0)
+    row = next(r for r in PLATEAU if r.change == "temperature-1.5")
     trainer = grpo_trainer(row, "rebn", 0, 1, model, tokenizer, ChatRenderer(tokenizer), bf16=False)
     assert trainer.temperature == trainer.args.temperature == 1.5 and trainer.args.beta == row.beta == 0.0
+    assert not trainer.args.use_adaptive_entropy and trainer.entropy_coef == 0.0
+    row = next(r for r in PLATEAU if r.change == "temperature-1.5--entropy-target-0.5")
+    trainer = grpo_trainer(row, "rebn", 0, 1, model, tokenizer, ChatRenderer(tokenizer), bf16=False)
+    assert trainer.args.use_adaptive_entropy and trainer.args.entropy_target == row.entropy_target == 0.5
+    assert trainer.args.entropy_coef_delta == ENTROPY_COEF_DELTA and trainer.temperature == 1.5
 
 
 def test_chance_is_the_better_of_the_random_player_and_the_best_constant_answer(tmp_path):

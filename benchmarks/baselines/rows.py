@@ -52,6 +52,7 @@ class Row:
     mask_truncated_turns: bool = False  # no loss on actions cut off by max_turn_tokens (per turn)
     beta: float = 0.0  # KL penalty towards the policy RL starts from (TRL's beta)
     temperature: float = 1.0  # sampling temperature of the training episodes (held-out episodes: 1.0)
+    entropy_target: float | None = None  # adaptive entropy bonus (TRL's, Skywork-OR1) towards this entropy
     reward_type: str = "dense"  # the training episodes' game reward ("sparse": a win only); held-out: dense
     eval_episodes: int = 64  # held-out episodes before and after RL (the same seeds for every run)
     small_task: str | None = None  # small: the benchmarks.learning.common.TASKS warm-up player
@@ -897,6 +898,18 @@ PLATEAU += [
         "4.2% -> 1.4%) and held-out success stayed at 0.02-0.03. Paying only the win (1, else 0), the "
         "won episodes are the only ones with a positive advantage; with 1-4% of episodes won, 15-28% of "
         "the groups of 8 hold a win: a slow rise at most",
+    ),
+    _tried(
+        "logic_RuleTaker-v0-d1--smollm2--temperature-1.5",
+        "entropy-target-0.5",
+        "learns slowly",
+        entropy_target=0.5,
+        expectation="learns slowly: at temperature 1.5 two seeds still lost their entropy (1.9 and 3.5 nats at "
+        "step 1, under 0.1 by steps 8 and 22) and answer False to every held-out statement (0.33, chance), while the seed "
+        "whose entropy stayed at 0.1-1.4 answers both labels and is right on 11 of 24 (0.46). An adaptive "
+        "entropy bonus (TRL's, from Skywork-OR1: its coefficient grows 0.02 a step while the batch's entropy "
+        "is under 0.5 nats, shrinks above) should hold every seed where that seed was: a slow rise past "
+        "chance",
     ),
 ]
 

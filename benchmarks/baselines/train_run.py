@@ -49,6 +49,9 @@ EVAL_FIRST_SEED = 900_000_000  # held-out episodes: far from every run's trainin
 TASK_SEEDS_PER_RUN = 1_000_000
 WARMUP_FIRST_SEED = 800_000_000  # SmolLM2's warm-up games
 LR_WARMUP_STEPS = 5
+# A row's adaptive entropy bonus: its coefficient grows by this much each step the entropy is under the
+# row's target (TRL's default 0.005 is made for hundreds of steps; a 32-step row would end at 0.16 at most)
+ENTROPY_COEF_DELTA = 0.02
 SMOKE_WARMUP_EPISODES = SMOKE_EVAL_EPISODES = 16  # a smoke run's SmolLM2 warm-up and evaluations
 EVAL_KEYS = (
     "success_rate",
@@ -61,7 +64,7 @@ EVAL_KEYS = (
 CURVE_COLUMNS = [
     "step", "wall_s", "step_s", "success_rate", "return", "turns", "format_error_rate", "invalid_move_rate",
     "stopped_by_context", "generated_tokens_per_episode", "length_cut_rate", "rewarded_turn_rate",
-    "groups_with_signal", "loss", "entropy", "grad_norm", "lr",
+    "groups_with_signal", "loss", "entropy", "grad_norm", "lr", "entropy_coef",
 ]  # fmt: skip
 
 
@@ -272,6 +275,13 @@ def grpo_trainer(
         raise ValueError(
             f"{row.name}: {groups_per_step} groups a step do not split over {len(row.env_ids)} envs"
         )
+    entropy_control = {}
+    if row.entropy_target is not None:
+        entropy_control = dict(
+            use_adaptive_entropy=True,
+            entropy_target=row.entropy_target,
+            entropy_coef_delta=ENTROPY_COEF_DELTA,
+        )
     config = GEMGRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="gem-baselines-"),  # nothing is saved there
         shuffle_dataset=not row.parts,  # a mixture's dataset in order: each step holds equal shares
@@ -288,6 +298,7 @@ def grpo_trainer(
         gradient_accumulation_steps=row.episodes_per_step // micro,
         num_generations=row.num_generations,
         temperature=row.temperature,
+        **entropy_control,
         beta=row.beta,
         mask_truncated_completions=row.mask_truncated_turns,
         use_cpu=True,
@@ -357,7 +368,7 @@ def train(
         common = {
             "step": state.global_step,
             "step_s": step_seconds,
-            **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm")},
+            **{k: logs.get(k, float("nan")) for k in ("loss", "entropy", "grad_norm", "entropy_coef")},
             "lr": trainer.lr_scheduler.get_last_lr()[0],
         }
         stats = episode_stats(episodes)

@@ -450,3 +450,29 @@ def test_a_kl_regularised_step_uses_the_starting_policy_as_reference(tokenizer, 
     assert not all(torch.equal(start[n], p.detach()) for n, p in trainer.model.named_parameters())
     kl = [log["kl"] for log in trainer.state.log_history if "kl" in log]
     assert kl and all(math.isfinite(value) and value >= 0 for value in kl)
+
+
+def test_an_entropy_bonus_on_the_prefix_trees_entropies_is_the_padded_forwards(tokenizer, tmp_path):
+    """TRL's entropy bonus (``entropy_coef``) differentiates the prefix tree's entropies: the same loss and
+    gradients as TRL's padded forward, and a loss below the one without the bonus."""
+    from tests.adapters.algorithms.test_prefix_tree import assert_same_gradient
+
+    trainer = make_trainer(tokenizer, tmp_path, entropy_coef=0.5)
+    trainer.train()
+    inputs = trainer.loss_inputs[0]
+    results = {}
+    for share, coef in ((False, 0.5), (True, 0.5), (True, 0.0)):
+        trainer.args.share_prefixes, trainer.entropy_coef = share, coef
+        trainer.model.zero_grad()
+        loss = trainer._compute_loss(trainer.model, inputs)
+        loss.backward()
+        results[share, coef] = (
+            loss.detach(),
+            {n: p.grad.clone() for n, p in trainer.model.named_parameters()},
+        )
+    torch.testing.assert_close(results[True, 0.5][0], results[False, 0.5][0], atol=1e-6, rtol=1e-5)
+    for name, grad in results[True, 0.5][1].items():
+        assert_same_gradient(grad, results[False, 0.5][1][name], name)
+    assert results[True, 0.5][0] < results[True, 0.0][0]  # minus half the batch's mean entropy (> 0)
+    head = "lm_head.weight" if "lm_head.weight" in results[True, 0.0][1] else "model.embed_tokens.weight"
+    assert not torch.allclose(results[True, 0.5][1][head], results[True, 0.0][1][head])
