@@ -23,6 +23,7 @@ from benchmarks.baselines.rows import ENVS, MIXTURE, MIXTURE_SHARED, PLATEAU, TA
 from benchmarks.baselines.runner import (
     Git,
     Overlaps,
+    envs_markdown,
     measured_from_parts,
     plan_markdown,
     report,
@@ -778,3 +779,36 @@ def test_a_sparse_reward_row_trains_on_sparse_games_and_its_base_on_dense_ones()
         with gem_core.make(tasks[0].env_id, **tasks[0].env_kwargs) as env:
             env.reset(seed=tasks[0].seed)
             assert env.step("\\boxed{\x00 certainly not a move \x00}")[1] == pytest.approx(penalty)
+
+
+def test_env_outcomes_count_an_env_once_from_its_finished_held_out_lines():
+    """An env rises when one finished held-out line's after interval lies above its before, learns when one
+    line's verdict says so; partial, mixture and training-batch lines do not count, nor an env's other
+    lines; an env without a line neither rises nor learns."""
+
+    def line(env_id, before, lo, verdict, **other):
+        fields = dict(
+            env_id=env_id, success_before=before, success_after=lo + 0.02, after_lo=lo, after_hi=lo + 0.04,
+            verdict=verdict, mixture="", change="", estimator="rebn", chance=0.1,
+            measured_on=results.HELD_OUT,
+        )  # fmt: skip
+        return fields | other
+
+    lines = [
+        line("a", 0.2, 0.5, "learns"),
+        line("a", 0.2, 0.1, "does not learn", change="worse"),
+        line("b", 0.2, 0.3, "does not learn"),  # rises, at chance
+        line("b", 0.2, 0.25, "does not learn", change="smaller"),
+        line("c", 0.2, 0.2, "does not learn"),  # after's low end at its before: no rise
+        line("c", 0.2, 0.9, "2 of 3 seeds so far", change="unfinished"),
+        line("c", 0.2, 0.9, "learns", mixture="mixture:a+c"),
+        line("c", 0.2, 0.9, "learns", measured_on="training batches, steps 1-4 -> 13-16"),
+    ]
+    outcomes = {o["env_id"]: o for o in results.env_outcomes(lines, ["a", "b", "c", "d"])}
+    assert [(o["lines"], o["rises"], o["learns"]) for o in outcomes.values()] == [
+        (2, True, True), (2, True, False), (1, False, False), (0, False, False),
+    ]  # fmt: skip
+    assert outcomes["a"]["best"] is lines[0] and outcomes["b"]["best"] is lines[2]
+    assert outcomes["c"]["best"] is lines[4] and outcomes["d"]["best"] is None
+    text = envs_markdown(list(outcomes.values()))
+    assert "**2 of 4 envs rise**" in text and "**1 of 4 learn**" in text and "finished line: d." in text

@@ -260,6 +260,42 @@ def table_line(runs: Sequence[dict[str, Any]], chance: dict[str, float] | None =
     }
 
 
+LEARNS = ("learns", "learns slowly")
+
+
+def env_outcomes(lines: Sequence[dict[str, Any]], env_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Per env of ``env_ids``, from its finished single-env lines measured on held-out episodes
+    (``table_line``s with every seed run; other lines are left out): ``lines`` (how many), ``rises`` (one
+    line's after-RL interval lies above its before success: issue 58's measure), ``learns`` (one line's
+    verdict is learns or learns slowly: its rise also clears chance) and ``best``, its line that learns,
+    else rises, with the interval's low end furthest above its before (None without a line)."""
+    outcomes = []
+    for env_id in env_ids:
+        finished = [
+            line
+            for line in lines
+            if line["env_id"] == env_id
+            and not line["mixture"]
+            and line["measured_on"] == HELD_OUT
+            and line["verdict"] in (*LEARNS, "does not learn")
+        ]
+        outcomes.append(
+            {
+                "env_id": env_id,
+                "lines": len(finished),
+                "rises": any(line["after_lo"] > line["success_before"] for line in finished),
+                "learns": any(line["verdict"] in LEARNS for line in finished),
+                "best": max(finished, key=_outcome, default=None),
+            }
+        )
+    return outcomes
+
+
+def _outcome(line: dict[str, Any]) -> tuple[bool, bool, float]:
+    margin = line["after_lo"] - line["success_before"]
+    return line["verdict"] in LEARNS, margin > 0, margin
+
+
 def change(runs: Sequence[dict[str, Any]], key: str = "success_rate") -> dict[str, float]:
     """After minus before, paired by seed: mean, 95% interval, and a verdict word."""
     differences = [r["after"][key] - r["before"][key] for r in runs]

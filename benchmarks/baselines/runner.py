@@ -56,6 +56,7 @@ REPO = Path(__file__).resolve().parents[2]
 README_TABLE = ("<!-- table:start -->", "<!-- table:end -->")
 README_PLAN = ("<!-- plan:start -->", "<!-- plan:end -->")
 README_DIAGNOSES = ("<!-- diagnoses:start -->", "<!-- diagnoses:end -->")
+README_ENVS = ("<!-- envs:start -->", "<!-- envs:end -->")
 SMOKE_COLUMNS = [
     "row", "policy", "estimator", "steps", "episodes_per_step", "seconds_per_step", "warmup_s", "overhead_s",
     "eval_s_per_episode", "wall_s", "episodes_played", "success_first", "success_last", "return_min",
@@ -361,6 +362,36 @@ def table_markdown(
     return "\n".join(lines)
 
 
+def envs_markdown(outcomes: list[dict[str, Any]]) -> str:
+    """The table's count by env (``results.env_outcomes``): how many envs rise and learn, and each env's
+    best line."""
+    rises, learns = sum(o["rises"] for o in outcomes), sum(o["learns"] for o in outcomes)
+    without = [o["env_id"] for o in outcomes if not o["lines"]]
+    lines = [
+        f"**{rises} of {len(outcomes)} envs rise** (a finished held-out line whose after-RL 95% interval lies "
+        f"above its before success), **{learns} of {len(outcomes)} learn** (a line whose measured verdict is "
+        f"learns or learns slowly: its rise also clears chance); without a finished line: "
+        f"{', '.join(without) or 'none'}.",
+        "",
+        "| env | lines | rises | learns | its best line (learns, else rises, else its after's low end nearest its before): change, estimator, success before -> after [95%] (chance) |",
+        "|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        best = o["best"]
+        line = "–"
+        if best is not None:
+            line = (
+                f"{best['change'] or 'the row'}, {best['estimator']}: {_pct(best['success_before'])} -> "
+                f"{_pct(best['success_after'])} [{_pct(best['after_lo'])}, {_pct(best['after_hi'])}] "
+                f"({_pct(best['chance'])})"
+            )
+        lines.append(
+            f"| {o['env_id']} | {o['lines']} | {'yes' if o['rises'] else 'no'} | "
+            f"{'yes' if o['learns'] else 'no'} | {line} |"
+        )
+    return "\n".join(lines)
+
+
 def _source(row_name: str) -> str:
     """The category cell of a line without a row of the table: the experiment it comes from."""
     return f"cross-framework (learning's `{row_name}`)" if row_name in FRAMEWORK_EXPERIMENTS else ""
@@ -434,6 +465,9 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
     if readme.exists() and README_TABLE[0] in readme.read_text():
         replace_section(readme, README_TABLE, table_markdown(table, keys, groups, lines_of))
         written.append(readme)
+    if readme.exists() and README_ENVS[0] in readme.read_text():
+        outcomes = results.env_outcomes(list(lines_of.values()), list(envs))
+        replace_section(readme, README_ENVS, envs_markdown(outcomes))
     if readme.exists() and README_DIAGNOSES[0] in readme.read_text():
         from benchmarks.baselines.diagnose import diagnoses_markdown
 
