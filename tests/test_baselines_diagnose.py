@@ -7,10 +7,13 @@ import math
 
 import gem_core
 from benchmarks.baselines.diagnose import (
+    FORMAT_ERROR,
     diagnose,
     diagnoses_markdown,
     guesses_against_hints,
     letter_count_error,
+    rejected_markdown,
+    rejected_moves,
     same_answer_share,
     sum_answer_error,
 )
@@ -122,3 +125,38 @@ def test_diagnose_plays_one_training_batch_of_the_warmed_up_policy(tmp_path, mon
     table = diagnoses_markdown(tmp_path).splitlines()
     assert len(table) == 3 and table[2].startswith(f"| {row.name} |")
     assert f"{stats['groups_with_signal']:.2f}" in table[2]
+
+
+def test_rejected_moves_replay_held_out_episodes_and_count_the_envs_reasons(tmp_path):
+    """A Sudoku episode that writes on a given cell, plays a solver's move, boxes a word and gives no move at
+    all: three rejections, each under the env's reason with numbers and quoted text masked; an episode
+    recorded with another return does not replay and is counted as such."""
+    env_id, seed = "game:Sudoku-v1-easy", 7
+    with gem_core.make(env_id) as env:
+        env.reset(seed=seed)
+        given = next((r, c) for r in range(4) for c in range(4) if env.unwrapped.board[r][c])
+        actions = [
+            f"\\boxed{{{given[0] + 1} {given[1] + 1} 1}}",
+            f"\\boxed{{{env.unwrapped.solve_action()}}}",
+            "\\boxed{junk}",
+            "junk",
+        ]
+        rewards = [env.step(action)[1] for action in actions]
+    assert rewards[0] < 0 < rewards[1] and rewards[2] < 0 and rewards[3] < 0
+    lines = [
+        {"phase": "before", "env_id": env_id, "seed": seed, "return": sum(rewards), "actions": actions},
+        {"phase": "after", "env_id": env_id, "seed": seed, "return": 0.0, "actions": actions[:1]},
+    ]
+    path = tmp_path / "trl-rebn-seed0.heldout.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    counts = rejected_moves([path])
+    assert counts["before"]["moves"] == 4 and counts["before"]["replayed"] == 1
+    assert counts["before"]["rejected"] == {
+        "Row #, column # already holds #.": 1,
+        "'…' is not a move: give row, column and digit, e.g. # # #.": 1,
+        FORMAT_ERROR: 1,
+    }
+    assert counts["after"]["moves"] == 1 and counts["after"]["replayed"] == 0
+    text = rejected_markdown(counts)
+    assert "| Row #, column # already holds #. | 0.25 | 1.00 |" in text
+    assert "before: 1 of 1, after: 0 of 1" in text

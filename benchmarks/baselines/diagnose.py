@@ -8,7 +8,10 @@ context stops, plus an env's own check where one is written (``ENV_CHECKS``).
     python -m benchmarks.baselines diagnose plateau game_GuessTheNumber-v1-easy--small [--seed 0]
 
 writes ``<table's results>/diagnoses/<row>-seed<seed>.json``. The runs' curves (``train_run.CURVE_COLUMNS``)
-carry the same statistics for every step of RL.
+carry the same statistics for every step of RL. What a game rejected the trained policy's moves for
+(``rejected_moves``), from the runs' held-out episodes, before and after RL:
+
+    python -m benchmarks.baselines rejected plateau game_Sudoku-v1-easy--smollm2
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from benchmarks.baselines.rows import Row
 from gem_adapters.episodes.episode import Episode
 
 DIAGNOSIS_FIRST_SEED = 50_000  # task seeds of the diagnosis, apart from training's and evaluation's
+_QUOTED = re.compile(r"(['\"])[^'\"\n]*\1")  # a quoted word or move
+_NUMBER = re.compile(r"\d+")
+FORMAT_ERROR = "format error: no move in the reply"
 
 
 def guesses_against_hints(episodes: Sequence[Episode]) -> float:
@@ -186,3 +192,57 @@ def diagnoses_markdown(results_dir: Path) -> str:
             f"{cells} | {checks} |"
         )
     return "\n".join(lines)
+
+
+def rejected_moves(heldout_files: Sequence[Path]) -> dict[str, Any]:
+    """Replays the held-out episodes of runs (``<run>.heldout.jsonl``: seed and actions) in their env and
+    counts, per phase (before / after RL), the moves and the reasons the env gave for those it rejected
+    (``info["invalid_move"]``): its observation's first line without "Invalid move.", quoted text and
+    numbers masked ("Row #, column # already holds #."), or ``FORMAT_ERROR`` (``info["format_error"]``:
+    no move read at all). ``replayed`` / ``episodes``: the episodes whose
+    replayed return is the recorded one; an env whose observations depend on more than its seed and the
+    actions (an LLM-played user, a tool's clock) does not replay, and its counts say so."""
+    import gem_core
+
+    counts: dict[str, Any] = {}
+    for path in heldout_files:
+        for line in map(json.loads, path.read_text().splitlines()):
+            phase = counts.setdefault(
+                line["phase"], {"moves": 0, "episodes": 0, "replayed": 0, "rejected": Counter()}
+            )
+            total = 0.0
+            with gem_core.make(line["env_id"]) as env:
+                env.reset(seed=line["seed"])
+                for action in line["actions"]:
+                    observation, reward, terminated, truncated, info = env.step(action)
+                    total += reward
+                    phase["moves"] += 1
+                    if info.get("invalid_move"):
+                        first = str(observation).splitlines()[0].removeprefix("Invalid move.").strip()
+                        phase["rejected"][_NUMBER.sub("#", _QUOTED.sub("'…'", first))] += 1
+                    elif info.get("format_error"):
+                        phase["rejected"][FORMAT_ERROR] += 1
+                    if terminated or truncated:
+                        break
+            phase["episodes"] += 1
+            phase["replayed"] += abs(total - line["return"]) < 1e-6
+    return counts
+
+
+def rejected_markdown(counts: dict[str, Any]) -> str:
+    """``rejected_moves`` as a table: one line per reason, its share of the moves before and after RL."""
+    phases = [p for p in ("before", "after") if p in counts]
+    reasons = Counter()
+    for p in phases:
+        reasons.update(counts[p]["rejected"])
+    lines = [
+        "| the env's reason | "
+        + " | ".join(f"{p} RL: share of {counts[p]['moves']} moves" for p in phases)
+        + " |",
+        "|---|" + "---|" * len(phases),
+    ]
+    for reason, _ in reasons.most_common():
+        shares = [f"{counts[p]['rejected'][reason] / max(counts[p]['moves'], 1):.2f}" for p in phases]
+        lines.append(f"| {reason} | " + " | ".join(shares) + " |")
+    replayed = ", ".join(f"{p}: {counts[p]['replayed']} of {counts[p]['episodes']}" for p in phases)
+    return "\n".join(lines) + f"\n\nEpisodes whose replay gave the recorded return: {replayed}."

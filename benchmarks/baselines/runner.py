@@ -7,6 +7,7 @@
     python -m benchmarks.baselines run plateau --workers 2      # issue 58's campaign, in results/.../plateau/
     python -m benchmarks.baselines run mixture --workers 2      # one policy on 4 plateau envs, in .../mixture/
     python -m benchmarks.baselines diagnose plateau ROW [--seed 0]  # what RL starts from (diagnose.py)
+    python -m benchmarks.baselines rejected plateau ROW  # why a game rejected the held-out moves
 
 ``run`` trains every (row, estimator, seed) of the table whose summary JSON does not exist yet, one
 process per run with ``OMP_NUM_THREADS=1`` (``--threads``); ``--workers`` rows at a time, a row's runs one
@@ -740,6 +741,10 @@ def main(argv: list[str] | None = None) -> None:
     diagnose.add_argument("row", help="a row name (e.g. game_GuessTheNumber-v1-easy--small)")
     diagnose.add_argument("--seed", type=int, default=0)
     diagnose.add_argument("--results", type=Path, help="results folder (default: the table's)")
+    rejected = commands.add_parser("rejected", help="why a game rejected the row's held-out moves")
+    rejected.add_argument("table", choices=sorted(TABLES))
+    rejected.add_argument("row", help="a row name (e.g. game_Sudoku-v1-easy--smollm2)")
+    rejected.add_argument("--results", type=Path, help="results folder (default: the table's)")
     one = commands.add_parser("one", help="one run (what `run` starts in a process of its own)")
     one.add_argument("row")
     one.add_argument("estimator")
@@ -765,6 +770,13 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"no row named {args.row!r} in any table")
         summary = train(row, args.estimator, args.seed, args.out, steps=args.steps, smoke=args.smoke)
         print(json.dumps({k: summary[k] for k in ("before", "after", "steps", "seconds_per_step", "wall_s")}))
+    elif args.command == "rejected":
+        from benchmarks.baselines.diagnose import rejected_markdown, rejected_moves
+
+        files = sorted((args.results / "runs" / args.row).glob("*.heldout.jsonl"))
+        if not files:
+            raise SystemExit(f"no held-out episodes of {args.row!r} under {args.results / 'runs'}")
+        print(rejected_markdown(rejected_moves(files)))
     elif args.command == "diagnose":
         from benchmarks.baselines.diagnose import diagnose
 
