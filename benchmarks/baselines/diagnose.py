@@ -199,9 +199,9 @@ def rejected_moves(heldout_files: Sequence[Path]) -> dict[str, Any]:
     counts, per phase (before / after RL), the moves and the reasons the env gave for those it rejected
     (``info["invalid_move"]``): its observation's first line without "Invalid move.", quoted text and
     numbers masked ("Row #, column # already holds #."), or ``FORMAT_ERROR`` (``info["format_error"]``:
-    no move read at all). ``replayed`` / ``episodes``: the episodes whose
-    replayed return is the recorded one; an env whose observations depend on more than its seed and the
-    actions (an LLM-played user, a tool's clock) does not replay, and its counts say so."""
+    no move read at all). ``replayed`` of ``episodes``: the episodes whose replayed return is the recorded
+    one; an env whose observations depend on more than its seed and the actions (an LLM-played user, a
+    tool's clock) does not replay, and its counts say so."""
     import gem_core
 
     counts: dict[str, Any] = {}

@@ -904,12 +904,12 @@ PLATEAU += [
         "entropy-target-0.5",
         "learns slowly",
         entropy_target=0.5,
-        expectation="learns slowly: at temperature 1.5 two seeds still lost their entropy (1.9 and 3.5 nats at "
-        "step 1, under 0.1 by steps 8 and 22) and answer False to every held-out statement (0.33, chance), while the seed "
-        "whose entropy stayed at 0.1-1.4 answers both labels and is right on 11 of 24 (0.46). An adaptive "
-        "entropy bonus (TRL's, from Skywork-OR1: its coefficient grows 0.02 a step while the batch's entropy "
-        "is under 0.5 nats, shrinks above) should hold every seed where that seed was: a slow rise past "
-        "chance",
+        expectation="learns slowly: at temperature 1.5 two seeds still lost their entropy (1.9 and 3.5 nats "
+        "at step 1, under 0.1 by steps 8 and 22) and answer False to every held-out statement (0.33, "
+        "chance), while the seed whose entropy stayed at 0.1-1.4 answers both labels and is right on 11 of "
+        "24 (0.46). An adaptive entropy bonus (TRL's, from Skywork-OR1: its coefficient grows 0.02 a step "
+        "while the batch's entropy is under 0.5 nats, shrinks above) should hold every seed where that "
+        "seed was: a slow rise past chance",
     ),
 ]
 
