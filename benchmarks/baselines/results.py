@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.baselines.chance import ROUNDING
+from benchmarks.baselines.rows import VERDICTS
 from benchmarks.bootstrap import bootstrap
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "baselines_trained"
@@ -277,7 +278,7 @@ def env_outcomes(lines: Sequence[dict[str, Any]], env_ids: Sequence[str]) -> lis
             if line["env_id"] == env_id
             and not line["mixture"]
             and line["measured_on"] == HELD_OUT
-            and line["verdict"] in (*LEARNS, "does not learn")
+            and line["verdict"] in VERDICTS
         ]
         outcomes.append(
             {
