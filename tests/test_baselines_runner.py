@@ -21,6 +21,7 @@ import gem_core
 from benchmarks.baselines import chance, results
 from benchmarks.baselines.rows import ENVS, MIXTURE, MIXTURE_SHARED, PLATEAU, TABLES, VERDICTS, Row, mixture
 from benchmarks.baselines.runner import (
+    REPO,
     Git,
     Overlaps,
     envs_markdown,
@@ -30,6 +31,7 @@ from benchmarks.baselines.runner import (
     run,
     schedule,
 )
+from benchmarks.baselines.train_run import Resume
 from benchmarks.bootstrap import bootstrap
 
 
@@ -310,6 +312,70 @@ def test_check_table_runs_end_to_end_commits_and_resumes(repo):
     assert stems[0].with_suffix(".log").stat().st_mtime_ns == logs[stems[0]]
     assert stems[1].with_suffix(".log").stat().st_mtime_ns != logs[stems[1]]
     assert stems[1].with_suffix(".json").exists()
+
+
+def test_a_stopped_run_goes_on_from_its_last_step_as_if_never_stopped(tmp_path, monkeypatch):
+    """A run killed mid-way (SIGKILL, as when a session ends) resumes from its last checkpoint on the next
+    call: the same curve, held-out episodes and result as the same run never stopped."""
+    monkeypatch.setenv("GEM_CACHE", str(tmp_path / "cache"))
+    (row,) = TABLES["check"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+
+    def one(stem: Path) -> subprocess.Popen:
+        command = ["one", row.name, "rebn", "0", "--out", str(stem), "--steps", "24", "--table", "check"]
+        return subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.baselines", *command], env=env, cwd=REPO,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    whole, stopped = tmp_path / "whole" / "run", tmp_path / "stopped" / "run"
+    assert one(whole).wait() == 0
+    process = one(stopped)
+    progress, curve = stopped.with_suffix(".resume") / "resume.json", stopped.with_suffix(".csv")
+
+    def past_a_checkpoint() -> bool:  # two steps past the last checkpoint: the curve has rows to drop
+        checkpoint = json.loads(progress.read_text()).get("step", 0) if progress.exists() else 0
+        return checkpoint >= 1 and len(curve.read_text().splitlines()) - 1 >= checkpoint + 2
+
+    while not past_a_checkpoint():
+        assert process.poll() is None, "the run ended before it was stopped"
+        time.sleep(0.01)
+    process.kill()
+    process.wait()
+    assert not stopped.with_suffix(".json").exists()
+    assert one(stopped).wait() == 0
+
+    first, second = (json.loads(stem.with_suffix(".json").read_text()) for stem in (whole, stopped))
+    assert first["resumed_at_steps"] == [] and len(second["resumed_at_steps"]) == 1
+    assert 1 <= second["resumed_at_steps"][0] < 24
+    assert first["steps"] == second["steps"] == 24
+    for phase in ("before", "after"):
+        assert {k: v for k, v in first[phase].items() if k != "seconds"} == {
+            k: v for k, v in second[phase].items() if k != "seconds"
+        }
+    assert (
+        whole.with_suffix(".heldout.jsonl").read_text() == stopped.with_suffix(".heldout.jsonl").read_text()
+    )
+    curves = []
+    for stem in (whole, stopped):
+        with open(stem.with_suffix(".csv")) as f:
+            curves.append(
+                [{k: v for k, v in r.items() if k not in ("wall_s", "step_s")} for r in csv.DictReader(f)]
+            )
+    assert [r["step"] for r in curves[1]] == [str(step) for step in range(1, 25)]
+    assert curves[0] == curves[1]
+    assert not stopped.with_suffix(".resume").exists()  # cleared once the run's JSON is written
+
+
+def test_a_checkpoint_is_resumed_only_by_its_own_run(tmp_path):
+    saved = Resume(tmp_path / "run", {"seed": 0, "row": {"gamma": 0.9}})
+    saved.save(before={"success_rate": 0.5})  # stopped before its first step ended: nothing to resume
+    assert Resume(tmp_path / "run", {"seed": 0, "row": {"gamma": 0.9}}).load() is None
+    saved.save(checkpoint="checkpoint-3", step=3)
+    (saved.folder / "checkpoint-3").mkdir()
+    assert Resume(tmp_path / "run", {"seed": 0, "row": {"gamma": 0.9}}).load()["step"] == 3
+    assert Resume(tmp_path / "run", {"seed": 1, "row": {"gamma": 0.9}}).load() is None  # another seed's
+    assert not saved.folder.exists()
 
 
 def test_what_ran_beside_a_run_is_seen_across_runner_processes(tmp_path):

@@ -12,8 +12,9 @@
 ``run`` trains every (row, estimator, seed) of the table whose summary JSON does not exist yet, one
 process per run with ``OMP_NUM_THREADS=1`` (``--threads``); ``--workers`` rows at a time, a row's runs one
 after the other. Each finished run's files are committed at once (``git commit -- <those files>``), and
-the curve over seeds when a row's estimator has all its seeds, so a session that stops loses at most the
-runs in progress; the same command goes on from there, never re-running a finished run. A run that fails
+the curve over seeds when a row's estimator has all its seeds; the same command goes on from there, never
+re-running a finished run. A run in progress checkpoints every step (``train_run``'s ``<out>.resume/``), so a
+session that stops loses at most the step under way: the next ``run`` resumes it there. A run that fails
 leaves no JSON (its log says why) and is tried again by the next ``run``. At the end ``report`` writes
 ``table.csv``, the README's table and ``grid.png`` and commits them.
 
@@ -123,7 +124,8 @@ class Overlaps:
     def beside(self, key: str, start: float, end: float) -> set[str]:
         """The labels of the runs other than ``key`` whose time meets ``[start, end]``."""
         with self._locked() as path:
-            runs = self._runs([self._event(line) for line in path.read_text().splitlines()])
+            lines = path.read_text().splitlines() if path.exists() else []
+            runs = self._runs([self._event(line) for line in lines])
         labels = set()
         for other, run in runs.items():
             other_end = self._end(run)
@@ -213,7 +215,8 @@ def run_one(
     }
     stem.parent.mkdir(parents=True, exist_ok=True)
     label = f"{row.label(estimator)} seed {seed}"
-    with OVERLAPS.running(label) as beside, open(stem.with_suffix(".log"), "w") as log:
+    # appended to: a run resumed from its checkpoint keeps its earlier attempts' console
+    with OVERLAPS.running(label) as beside, open(stem.with_suffix(".log"), "a") as log:
         log.write(" ".join(command[1:]) + "\n")
         log.flush()
         code = subprocess.call(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
@@ -221,6 +224,7 @@ def run_one(
     finished = code == 0 and summary_path.exists()
     if finished:
         summary = json.loads(summary_path.read_text())
+        beside |= set(summary.get("ran_beside", []))  # beside its earlier attempts, when it was resumed
         summary_path.write_text(json.dumps(summary | {"ran_beside": sorted(beside)}, indent=1) + "\n")
     outcome = "done" if finished else f"FAILED (exit {code}, see {stem.with_suffix('.log')})"
     print(f"{outcome}: {label}", flush=True)

@@ -14,6 +14,14 @@ after RL to ``<out>.heldout.jsonl`` (what a policy answered, since a run keeps n
 (``before``, ``after``, timings, settings, machine) to ``<out>.json`` at the end: a run whose JSON
 exists is finished.
 
+A run stopped before its end (a session that ends mid-run) resumes at its last checkpoint, written after a
+step whenever that costs at most ``CHECKPOINT_SHARE`` of the time since the previous one (every step of a
+long-step row, every few of a fast one): ``<out>.resume/`` holds TRL's checkpoint (weights, optimizer,
+scheduler, RNG states, the adaptive entropy coefficient) and ``resume.json`` (the warm-up's and
+``before``'s results, the seconds spent and the runs seen beside it so far). The next ``train`` of the same row, estimator, seed and steps goes on
+from there with the same training tasks and sampling seeds, keeps the curve's rows up to that step, and
+deletes the folder when the run's JSON is written; a smoke run keeps no checkpoint.
+
 A mixture row (``Row.parts``) trains on ``gem_adapters.episodes.tasks.mixed_tasks`` in order (TRL's shuffle
 off: every step holds each env's equal share; env ``k`` plays the task seeds its single-env run plays),
 from the union of the parts' warm-ups, and is evaluated on each env's held-out episodes: the summary's
@@ -23,9 +31,11 @@ env's share of every step has its own curve, ``<out>--<part row name>.csv`` (``r
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import platform
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -52,6 +62,7 @@ LR_WARMUP_STEPS = 5
 # A row's adaptive entropy bonus: its coefficient grows by this much each step the entropy is under the
 # row's target (TRL's default 0.005 is made for hundreds of steps; a 32-step row would end at 0.16 at most)
 ENTROPY_COEF_DELTA = 0.02
+CHECKPOINT_SHARE = 0.05  # of a run's time, at most, spent writing the checkpoints it resumes from
 SMOKE_WARMUP_EPISODES = SMOKE_EVAL_EPISODES = 16  # a smoke run's SmolLM2 warm-up and evaluations
 EVAL_KEYS = (
     "success_rate",
@@ -143,8 +154,11 @@ def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -
     return trainer.state.log_history[-1].get("train_loss", float("nan"))
 
 
-def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """``(model, processing_class, renderer, warm-up info)`` of the row's policy after its warm-up."""
+def load_policy(
+    row: Row, seed: int, smoke: bool, warm_up: bool = True
+) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """``(model, processing_class, renderer, warm-up info)`` of the row's policy after its warm-up
+    (``warm_up=False``: a SmolLM2 policy as loaded, for a checkpoint's weights to replace)."""
     from gem_adapters.episodes.chat_renderer import ChatRenderer
     from gem_adapters.runtime.models import load_model, load_tokenizer
 
@@ -174,7 +188,7 @@ def load_policy(row: Row, seed: int, smoke: bool) -> tuple[Any, Any, Any, dict[s
     model, tokenizer = load_model("smollm2"), load_tokenizer("smollm2")
     renderer = ChatRenderer(tokenizer)
     info: dict[str, Any] = {"warmup": row.warmup_player or "none"}
-    if row.warmup_player:
+    if row.warmup_player and warm_up:
         episodes = SMOKE_WARMUP_EPISODES if smoke else row.warmup_episodes
         info.update(
             warmup_episodes=episodes, warmup_loss=sft_warmup(model, tokenizer, renderer, row, seed, episodes)
@@ -235,21 +249,20 @@ def evaluate_env(
     }
 
 
-def write_held_out(path: Path, before: list[Episode], after: list[Episode]) -> None:
-    """One line per held-out episode and phase: its env, seed, success, return and actions
-    (``<out>.heldout.jsonl``)."""
-    with open(path, "w") as f:
-        for phase, episodes in (("before", before), ("after", after)):
-            for e in episodes:
-                line = {
-                    "phase": phase,
-                    "env_id": e.env_id,
-                    "seed": e.seed,
-                    "success": e.success,
-                    "return": e.total_reward,
-                    "actions": [t.action for t in e.turns],
-                }
-                f.write(json.dumps(line) + "\n")
+def held_out_lines(phase: str, episodes: list[Episode]) -> list[dict[str, Any]]:
+    """One line of ``<out>.heldout.jsonl`` per held-out episode of ``phase``: its env, seed, success,
+    return and actions."""
+    return [
+        {
+            "phase": phase,
+            "env_id": e.env_id,
+            "seed": e.seed,
+            "success": e.success,
+            "return": e.total_reward,
+            "actions": [t.action for t in e.turns],
+        }
+        for e in episodes
+    ]
 
 
 def grpo_trainer(
@@ -262,7 +275,10 @@ def grpo_trainer(
     renderer,
     bf16: bool | None = None,
     compile_learner: bool = False,
+    checkpoints: Path | None = None,
 ):
+    """The row's ``GEMGRPOTrainer``; ``checkpoints``: the folder of its checkpoints (written when a callback
+    asks, ``Checkpoints``), the last two kept: the older stays whole while the newer is written."""
     from gem_adapters.trl import GEMGRPOConfig, GEMGRPOTrainer, task_rows
 
     micro = row.micro_batch_size or row.episodes_per_step
@@ -283,7 +299,7 @@ def grpo_trainer(
             entropy_coef_delta=ENTROPY_COEF_DELTA,
         )
     config = GEMGRPOConfig(
-        output_dir=tempfile.mkdtemp(prefix="gem-baselines-"),  # nothing is saved there
+        output_dir=str(checkpoints) if checkpoints else tempfile.mkdtemp(prefix="gem-baselines-"),
         shuffle_dataset=not row.parts,  # a mixture's dataset in order: each step holds equal shares
         advantage_estimator=estimator,
         gamma=row.gamma,
@@ -306,6 +322,7 @@ def grpo_trainer(
         compile_learner=compile_learner,
         logging_steps=1,
         save_strategy="no",
+        save_total_limit=2,
         report_to=[],
         disable_tqdm=True,
         seed=seed,
@@ -329,39 +346,110 @@ def training_tasks(row: Row, num_tasks: int, seed: int) -> list[Task]:
     return make_tasks(row.env_id, num_tasks, first_seed=first_seed, env_kwargs=env_kwargs)
 
 
+class Resume:
+    """``<out>.resume/``: TRL's checkpoints of a run and ``resume.json``, what it needs to go on after a stop
+    (module docstring). ``key`` names the run (row settings, estimator, seed, steps): a folder left by
+    another is not resumed but cleared."""
+
+    def __init__(self, out: Path, key: dict[str, Any]):
+        self.folder = out.with_suffix(".resume")
+        self.key = json.loads(json.dumps(key, default=str))  # as it reads back
+        self.state: dict[str, Any] = {}
+
+    def load(self) -> dict[str, Any] | None:
+        """The saved state when it is this run's and names a checkpoint, else None (the folder cleared)."""
+        with suppress(OSError, ValueError):
+            state = json.loads((self.folder / "resume.json").read_text())
+            checkpoint = state.get("checkpoint")  # none yet: stopped before its first step ended
+            if state.get("key") == self.key and checkpoint and (self.folder / checkpoint).is_dir():
+                self.state = state
+                return state
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return None
+
+    def save(self, **fields: Any) -> None:
+        self.state.update(fields, key=self.key)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        temporary = self.folder / "resume.json.tmp"
+        temporary.write_text(json.dumps(self.state, default=str))
+        os.replace(temporary, self.folder / "resume.json")
+
+    def clear(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def curve_rows(path: Path, last_step: int) -> list[dict[str, Any]]:
+    """The rows of a curve CSV up to ``last_step``, numbers as numbers and empty cells left out."""
+    with suppress(FileNotFoundError), open(path, newline="") as f:
+        rows = [{k: float(v) for k, v in line.items() if v != ""} for line in csv.DictReader(f)]
+        return [row | {"step": int(row["step"])} for row in rows if row["step"] <= last_step]
+    return []
+
+
 def train(
     row: Row, estimator: str, seed: int, out: Path, *, steps: int | None = None, smoke: bool = False
 ) -> dict:
-    """Run it; writes ``out.csv`` (the curve) and, last, ``out.json`` (the summary), and returns the summary."""
-    from transformers import PrinterCallback, set_seed
+    """Run it, or go on with it from ``<out>.resume/``; writes ``out.csv`` (the curve) and, last,
+    ``out.json`` (the summary), and returns the summary."""
+    from transformers import PrinterCallback, TrainerCallback, set_seed
 
+    from benchmarks.baselines.runner import OVERLAPS
     from gem_adapters.runtime.allocator import reuse_freed_memory
     from gem_adapters.trl import EpisodeBatchCallback
 
     reuse_freed_memory()  # glibc keeps freed buffers for the next step instead of unmapping them
     register_tool_envs()
     steps = steps or row.steps
-    started, load_start = time.perf_counter(), os.getloadavg()
+    started, attempt_started, load_start = time.perf_counter(), time.time(), os.getloadavg()
     set_seed(seed)
-    model, processing_class, renderer, warmup = load_policy(row, seed, smoke)
+    settings = {k: v for k, v in asdict(row).items() if k not in ("expectation", "parts")} | (
+        {"parts": [p.name for p in row.parts]} if row.parts else {}
+    )
+    resume = (
+        None
+        if smoke
+        else Resume(out, {"row": settings, "estimator": estimator, "seed": seed, "steps": steps})
+    )
+    state = resume.load() if resume else None
+    # A KL row's reference is the policy as passed: warmed up again (the same seed, the same weights)
+    model, processing_class, renderer, warmup = load_policy(
+        row, seed, smoke, warm_up=state is None or row.beta > 0
+    )
     eval_episodes = min(row.eval_episodes, SMOKE_EVAL_EPISODES) if smoke else row.eval_episodes
-    played_before: list[Episode] = []
-    before = evaluate(model, processing_class, renderer, row, eval_episodes, played_before)
+    if state:
+        warmup, before, before_lines = state["warmup"], state["before"], state["before_lines"]
+        resume.save(resumed_at_steps=[*state["resumed_at_steps"], state["step"]])
+    else:
+        played_before: list[Episode] = []
+        before = evaluate(model, processing_class, renderer, row, eval_episodes, played_before)
+        before_lines = held_out_lines("before", played_before)
+        if resume:
+            resume.save(warmup=warmup, before=before, before_lines=before_lines, resumed_at_steps=[])
     # SmolLM2 trains under GEMGRPOConfig's default (bf16 autocast where the CPU computes it natively); the
     # small policy (hidden size 128) and the 3M tiny LLaVA in fp32: their matrix products are too small for
     # bf16 to pay (the small policy's learner pass ran at 0.82x fp32's speed in bf16, SmolLM2's at 2.27x:
     # results/bf16_by_model_size.txt; its learning curve under bf16: results/learning/README.md section 16).
     bf16 = None if row.policy == "smollm2" else False
-    trainer = grpo_trainer(row, estimator, seed, steps, model, processing_class, renderer, bf16=bf16)
+    trainer = grpo_trainer(
+        row, estimator, seed, steps, model, processing_class, renderer, bf16=bf16,
+        checkpoints=resume.folder if resume else None,
+    )  # fmt: skip
     trainer.remove_callback(PrinterCallback)
     out.parent.mkdir(parents=True, exist_ok=True)
-    log = RunLog(out.parent, CURVE_COLUMNS, filename=out.with_suffix(".csv").name, digits=8)
-    part_logs = {  # a mixture: each env's share of every step, a curve of its own
-        p.env_id: RunLog(
-            out.parent, CURVE_COLUMNS, filename=part_stem(out, p.name).with_suffix(".csv").name, digits=8
-        )
-        for p in row.parts
+    curve_paths = {None: out.with_suffix(".csv")} | {  # a mixture: each env's share of every step too
+        p.env_id: part_stem(out, p.name).with_suffix(".csv") for p in row.parts
     }
+    kept = {key: curve_rows(path, state["step"]) if state else [] for key, path in curve_paths.items()}
+    logs = {
+        key: RunLog(out.parent, CURVE_COLUMNS, filename=path.name, digits=8)
+        for key, path in curve_paths.items()
+    }
+    for key, log in logs.items():
+        for kept_row in kept[key]:
+            log.record(kept_row)
+        if kept[key]:  # wall_s goes on from the last kept row
+            log.started -= kept[key][-1].get("wall_s", 0.0)
+    log, part_logs = logs.pop(None), logs
 
     def record(state, episodes, logs, step_seconds):
         """One curve line per RL step: the batch's episode statistics and TRL's loss numbers."""
@@ -378,15 +466,47 @@ def train(
             part_log.record({**common, **{k: stats[k] for k in CURVE_COLUMNS if k in stats}})
 
     train_started = time.perf_counter()
+    train_s_before = state["train_s"] if state else 0.0
+    wall_s_before = state["wall_s"] if state else 0.0
+    beside_before = set(state["ran_beside"]) if state else set()
+    label = f"{row.label(estimator)} seed {seed}"  # the runner's name for this run
+
+    class Checkpoints(TrainerCallback):
+        """Asks for a checkpoint after a step (not the last) once the time since the previous one is
+        1 / CHECKPOINT_SHARE times what writing that one took, so checkpoints cost at most that share of
+        the run; after each, ``resume.json`` names it, with the seconds and neighbours so far."""
+
+        last_end, last_cost = time.perf_counter(), 0.0
+
+        def on_step_end(self, args, trainer_state, control, **kwargs):
+            self.asked = time.perf_counter()
+            due = self.asked - self.last_end >= self.last_cost / CHECKPOINT_SHARE
+            control.should_save = due and trainer_state.global_step < trainer_state.max_steps
+
+        def on_save(self, args, trainer_state, control, **kwargs):
+            now = time.perf_counter()
+            self.last_end, self.last_cost = now, now - self.asked
+            beside = OVERLAPS.beside("", attempt_started, time.time()) - {label}
+            resume.save(
+                checkpoint=f"checkpoint-{trainer_state.global_step}",
+                step=trainer_state.global_step,
+                train_s=train_s_before + now - train_started,
+                wall_s=wall_s_before + now - started,
+                ran_beside=sorted(beside_before | beside),
+            )
+
     trainer.add_callback(EpisodeBatchCallback(trainer, record))
-    with log, ExitStack() as logs:
+    if resume:
+        trainer.add_callback(Checkpoints())
+    with log, ExitStack() as open_logs:
         for part_log in part_logs.values():
-            logs.enter_context(part_log)
-        trainer.train()
-    train_s = time.perf_counter() - train_started
+            open_logs.enter_context(part_log)
+        trainer.train(resume_from_checkpoint=str(resume.folder / state["checkpoint"]) if state else None)
+    train_s = train_s_before + time.perf_counter() - train_started
     played_after: list[Episode] = []
     after = evaluate(trainer.model, processing_class, renderer, row, eval_episodes, played_after)
-    write_held_out(out.with_suffix(".heldout.jsonl"), played_before, played_after)
+    held_out = before_lines + held_out_lines("after", played_after)
+    out.with_suffix(".heldout.jsonl").write_text("".join(json.dumps(line) + "\n" for line in held_out))
     per_env = {}
     if row.parts:
         per_env = {
@@ -413,13 +533,17 @@ def train(
         **({"per_env": per_env} if per_env else {}),
         "train_s": train_s,
         "seconds_per_step": train_s / max(len(log.rows), 1),
-        "wall_s": time.perf_counter() - started,
+        "wall_s": wall_s_before + time.perf_counter() - started,
         "loadavg_start": load_start,
         "loadavg_end": os.getloadavg(),
         **warmup,
-        "row": {k: v for k, v in asdict(row).items() if k not in ("expectation", "parts")}
-        | ({"parts": [p.name for p in row.parts]} if row.parts else {}),
+        "row": settings,
         "machine": machine(),
+        **({"resumed_at_steps": resume.state["resumed_at_steps"]} if resume else {}),
+        # the runs beside its earlier attempts (the runner adds those beside the last)
+        **({"ran_beside": sorted(beside_before)} if beside_before else {}),
     }
     out.with_suffix(".json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    if resume:
+        resume.clear()
     return summary

@@ -108,6 +108,10 @@ def make_rollout_func(
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         nonlocal calls
+        if calls == 0:  # a run resumed from a checkpoint goes on with the sampling seeds it had reached
+            args = trainer.args
+            per_call = args.steps_per_generation * args.num_iterations
+            calls = trainer.state.global_step * args.gradient_accumulation_steps // per_call
         calls += 1
         tasks = [prompt_task(p) for p in prompts]
         if trainer.use_vllm and any(_num_images(p) for p in prompts):
