@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -845,6 +845,31 @@ def test_a_sparse_reward_row_trains_on_sparse_games_and_its_base_on_dense_ones()
         with gem_core.make(tasks[0].env_id, **tasks[0].env_kwargs) as env:
             env.reset(seed=tasks[0].seed)
             assert env.step("\\boxed{\x00 certainly not a move \x00}")[1] == pytest.approx(penalty)
+
+
+def test_a_rows_env_settings_reach_its_warm_up_training_and_held_out_games():
+    """Sudoku's ``empty-cells-listed`` row: the warm-up's scripted games, the training tasks and the
+    held-out episodes all show the listed empty cells; its base row's games do not."""
+    from benchmarks.baselines.train_run import evaluate_env, sft_warmup, training_tasks
+    from gem_adapters.episodes.chat_renderer import ChatRenderer
+    from gem_adapters.runtime.models import load_tokenizer, tiny_causal_lm
+
+    listed = next(r for r in PLATEAU if r.change == "empty-cells-listed")
+    base = next(r for r in PLATEAU if r.name == listed.base_name)
+    tokenizer = load_tokenizer("smollm2")
+    renderer = ChatRenderer(tokenizer)
+    for row, shown in ((listed, True), (base, False)):
+        model = tiny_causal_lm(tokenizer, seed=0)
+        warmup = sft_warmup(model, tokenizer, renderer, row, seed=0, episodes=2)
+        texts = [tokenizer.decode(r["input_ids"]) for r in warmup.train_dataset]
+        assert len(texts) == 2 and all(("Empty cells" in t) == shown for t in texts)
+        (task,) = training_tasks(row, 1, seed=0)
+        with gem_core.make(task.env_id, **task.env_kwargs) as env:
+            assert ("Empty cells" in env.reset(seed=task.seed)[0]) == shown
+        played = []
+        evaluate_env(model, tokenizer, renderer, replace(row, max_turns=2), 2, played)
+        assert len(played) == 2
+        assert all(("Empty cells" in str(e.turns[0].observation)) == shown for e in played)
 
 
 def test_env_outcomes_count_an_env_once_from_its_finished_held_out_lines():

@@ -127,6 +127,7 @@ def play_training_batch(row: Row, seed: int) -> list[Episode]:
         seeds=seeds,
         limits=RolloutLimits(row.max_turns, row.max_turn_tokens, row.max_context_tokens),
         sampling=SamplingParams(max_new_tokens=row.max_turn_tokens, temperature=1.0),
+        env_kwargs=dict(row.env_kwargs),
     )
 
 

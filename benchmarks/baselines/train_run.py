@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import platform
 import shutil
@@ -40,7 +41,7 @@ import tempfile
 import time
 from collections import Counter
 from contextlib import ExitStack, suppress
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,8 @@ def small_spec(row: Row):
 
     if row.parts:
         return MixedPolicySpec(tuple(small_spec(part) for part in row.parts))
+    if row.env_kwargs:
+        raise ValueError(f"{row.name}: env_kwargs reach SmolLM2's warm-up only, not a small policy's build")
     if TASKS[row.small_task].env_id != row.env_id:
         raise ValueError(f"{row.name}: warm-up task {row.small_task!r} plays {TASKS[row.small_task].env_id}")
     return PolicySpec(
@@ -123,9 +126,9 @@ def small_policy(row: Row) -> tuple[Path, float]:
     return folder, time.perf_counter() - started if built else 0.0
 
 
-def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -> float:
+def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int):
     """``gem_adapters.trl.sft_warm_up``, one epoch (batch 8, lr 5e-5) over ``episodes`` scripted episodes
-    of the row's warm-up player (seeds disjoint from training and evaluation); returns the mean loss."""
+    of the row's warm-up player (seeds disjoint from training and evaluation); returns the trainer."""
     from trl import SFTConfig
 
     from gem_adapters.trl import sft_warm_up
@@ -147,11 +150,10 @@ def sft_warmup(model, tokenizer, renderer, row: Row, seed: int, episodes: int) -
         disable_tqdm=True,
         seed=seed,
     )
-    trainer = sft_warm_up(
+    return sft_warm_up(
         model, tokenizer, renderer, row.env_id, range(first, first + episodes), config,
-        player=PLAYERS[row.warmup_player](), max_turns=row.max_turns,
+        player=PLAYERS[row.warmup_player](), max_turns=row.max_turns, env_kwargs=dict(row.env_kwargs),
     )  # fmt: skip
-    return trainer.state.log_history[-1].get("train_loss", float("nan"))
 
 
 def load_policy(
@@ -190,8 +192,9 @@ def load_policy(
     info: dict[str, Any] = {"warmup": row.warmup_player or "none"}
     if row.warmup_player and warm_up:
         episodes = SMOKE_WARMUP_EPISODES if smoke else row.warmup_episodes
+        warmup = sft_warmup(model, tokenizer, renderer, row, seed, episodes)
         info.update(
-            warmup_episodes=episodes, warmup_loss=sft_warmup(model, tokenizer, renderer, row, seed, episodes)
+            warmup_episodes=episodes, warmup_loss=warmup.state.log_history[-1].get("train_loss", math.nan)
         )
     info["warmup_s"] = time.perf_counter() - started
     return model, tokenizer, renderer, info
@@ -237,6 +240,7 @@ def evaluate_env(
         first_seed=EVAL_FIRST_SEED,
         limits=RolloutLimits(row.max_turns, row.max_turn_tokens, row.max_context_tokens),
         sampling=SamplingParams(max_new_tokens=row.max_turn_tokens, temperature=1.0),
+        env_kwargs=dict(row.env_kwargs),
     )
     played.extend(new)
     stats = episode_stats(new)
@@ -336,10 +340,14 @@ def grpo_trainer(
 def training_tasks(row: Row, num_tasks: int, seed: int) -> list[Task]:
     """The ``num_tasks`` tasks a run of ``row`` trains on, in order: seeds from ``seed *
     TASK_SEEDS_PER_RUN`` (a mixture: equal shares of its envs, round-robin), the row's ``reward_type``
-    in their env kwargs."""
-    env_kwargs = {"reward_type": row.reward_type} if row.reward_type != "dense" else {}
+    and ``env_kwargs`` in their env kwargs."""
+    env_kwargs = dict(row.env_kwargs) | (
+        {"reward_type": row.reward_type} if row.reward_type != "dense" else {}
+    )
     first_seed = seed * TASK_SEEDS_PER_RUN
     if row.parts:
+        if any(p.env_kwargs for p in row.parts):
+            raise ValueError(f"{row.name}: a mixture's parts play their envs as registered (no env_kwargs)")
         return mixed_tasks(
             row.env_ids, num_tasks // len(row.env_ids), first_seed=first_seed, env_kwargs=env_kwargs
         )
@@ -405,10 +413,12 @@ def train(
     settings = {k: v for k, v in asdict(row).items() if k not in ("expectation", "parts")} | (
         {"parts": [p.name for p in row.parts]} if row.parts else {}
     )
+    # the settings that differ from Row's defaults: a field added later does not orphan a checkpoint
+    changed = {
+        f.name: settings[f.name] for f in fields(Row) if f.name in settings and settings[f.name] != f.default
+    }
     resume = (
-        None
-        if smoke
-        else Resume(out, {"row": settings, "estimator": estimator, "seed": seed, "steps": steps})
+        None if smoke else Resume(out, {"row": changed, "estimator": estimator, "seed": seed, "steps": steps})
     )
     state = resume.load() if resume else None
     # A KL row's reference is the policy as passed: warmed up again (the same seed, the same weights)

@@ -108,12 +108,14 @@ def scripted_episodes(
     player: Player,
     *,
     max_turns: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> list[Episode]:
     """Play one episode per seed with ``player`` (given the unwrapped env, returning the action text):
     ``episodes_of_games`` of ``scripted_games``."""
     if not renderer.stop_token_ids:
         raise ValueError("the renderer's template has no end-of-turn token to end a scripted action with")
-    return episodes_of_games(env_id, scripted_games(env_id, seeds, player, max_turns=max_turns), renderer)
+    games = scripted_games(env_id, seeds, player, max_turns=max_turns, env_kwargs=env_kwargs)
+    return episodes_of_games(env_id, games, renderer)
 
 
 def sft_rows(episodes: Sequence[Episode]) -> list[dict[str, list[int]]]:

@@ -30,12 +30,13 @@ def play_held_out(
     seed: int = 0,
     cache: str = "auto",
     bf16: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> list[Episode]:
-    """``num_episodes`` episodes of ``env_id`` (seeds from ``first_seed``) played by ``model``, batched,
-    sampling from a generator seeded with ``seed``: a ``VisionLanguagePolicy`` when ``processing_class``
-    is a multimodal processor, else a ``TransformersPolicy`` (``cache``: its key/value cache mode;
-    ``bf16``: generation under bf16 autocast, as a bf16 trainer's rollouts), whose caches are freed
-    afterwards."""
+    """``num_episodes`` episodes of ``env_id`` (made with ``env_kwargs``; seeds from ``first_seed``) played
+    by ``model``, batched, sampling from a generator seeded with ``seed``: a ``VisionLanguagePolicy`` when
+    ``processing_class`` is a multimodal processor, else a ``TransformersPolicy`` (``cache``: its
+    key/value cache mode; ``bf16``: generation under bf16 autocast, as a bf16 trainer's rollouts), whose
+    caches are freed afterwards."""
     if hasattr(processing_class, "image_processor"):
         from gem_adapters.policies.multimodal import VisionLanguagePolicy
 
@@ -45,7 +46,13 @@ def play_held_out(
 
         policy = TransformersPolicy(model, processing_class, seed=seed, cache=cache, bf16=bf16)
     episodes = rollout(
-        [env_id] * num_episodes, policy, renderer, seeds=first_seed, limits=limits, sampling=sampling
+        [env_id] * num_episodes,
+        policy,
+        renderer,
+        seeds=first_seed,
+        limits=limits,
+        sampling=sampling,
+        env_kwargs=env_kwargs,
     )
     if hasattr(policy, "clear_cache"):
         policy.clear_cache()

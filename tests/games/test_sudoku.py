@@ -162,3 +162,22 @@ def test_determinism():
     a, b = SudokuEnv(size=9, clues=50), SudokuEnv(size=9, clues=50)
     assert a.reset(seed=7) == b.reset(seed=7)
     assert a.reset(seed=7) != b.reset(seed=8)
+
+
+def test_listed_empty_cells_are_the_boards_empty_cells_after_every_move():
+    """``list_empty_cells``: each board shown is followed by its empty cells' rows and columns, which the
+    solver's move (the first empty cell) removes; off by default."""
+    plain = make("game:Sudoku-v1-easy")
+    assert "Empty cells" not in plain.reset(seed=3)[0]
+    env = make("game:Sudoku-v1-easy", list_empty_cells=True)
+    observation, _ = env.reset(seed=3)
+    done = False
+    while not done:
+        game = env.unwrapped
+        listed = observation.split("Empty cells (row column): ", 1)[1].split(".", 1)[0]
+        assert listed == ", ".join(f"{r + 1} {c + 1}" for r, c in empty_cells(game))
+        move = game.solve_action()
+        assert move.startswith("\\boxed{" + listed.split(",")[0])  # the first one listed
+        observation, _, terminated, truncated, info = env.step(move)
+        done = terminated or truncated
+    assert info["success"] and "Empty cells (row column): none." in observation

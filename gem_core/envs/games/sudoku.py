@@ -44,8 +44,19 @@ _SEPARATORS = re.compile(r"row|column|col|value|val|[rcv]|[\s,;:=()\[\]]")
 
 
 class SudokuEnv(GameEnv):
-    def __init__(self, size: int = 9, clues: int = 50, max_turns: int = 50, reward_type: str = "dense"):
+    """``list_empty_cells``: every board shown is followed by the row and column of each empty cell
+    (what a player otherwise reads off the drawing)."""
+
+    def __init__(
+        self,
+        size: int = 9,
+        clues: int = 50,
+        max_turns: int = 50,
+        reward_type: str = "dense",
+        list_empty_cells: bool = False,
+    ):
         super().__init__(max_turns, reward_type)
+        self.list_empty_cells = list_empty_cells
         box = math.isqrt(size)
         if size < 4 or box * box != size:
             raise ValueError("size must be a square number of at least 4 (4 or 9)")
@@ -108,7 +119,12 @@ class SudokuEnv(GameEnv):
 
     # ---- playing -------------------------------------------------------------------------------
     def render(self) -> str:
-        return _board_template(self.size, self.box).format(*(v or "." for row in self.board for v in row))
+        board = _board_template(self.size, self.box).format(*(v or "." for row in self.board for v in row))
+        if not self.list_empty_cells:
+            return board
+        n = self.size
+        empty = ", ".join(f"{r + 1} {c + 1}" for r in range(n) for c in range(n) if not self.board[r][c])
+        return f"{board}\nEmpty cells (row column): {empty or 'none'}."
 
     def progress(self) -> float:
         if self.num_empty == 0:
