@@ -18,10 +18,16 @@ Every tool but ``find_customer`` needs the order's customer authenticated first.
 
 | event                                                        | agent's reward               |
 |--------------------------------------------------------------|------------------------------|
-| the conversation ends (``###STOP###`` or ``max_turns`` agent | 1.0 iff the final database   |
-| replies) and the database equals the scenario's goal state   | equals the goal, else 0.0    |
+| the conversation ends (``###STOP###`` or ``max_turns`` agent | 1.0 iff solved (below),      |
+| replies)                                                     | else 0.0                     |
 | an empty reply or a malformed tool call                      | -0.1 (the agent keeps the    |
 |                                                              | turn)                        |
+
+Solved (``solved``): the final database equals the scenario's goal state, the agent authenticated the
+scenario's customer, and it looked up (``get_order``, or ``list_orders`` of their customer) every order
+the scenario's ``verify`` names. Without the last two, a scenario whose goal is to change nothing (a
+refusal) would pay any reply that makes the customer leave: an RL policy found that, writing a junk
+"cannot" and ending the chat at its first turn.
 
 The customer gets the same final reward (they cooperate). ``scripted_user`` plays the customer from
 its observation alone (the scenario id and the conversation so far), answering by keywords;
@@ -82,6 +88,7 @@ class Shop:
     def __init__(self, db: dict[str, Any]):
         self.db = copy.deepcopy(db)
         self.authenticated: list[str] = []
+        self.looked_up: list[str] = []  # order ids whose details a tool returned
 
     def call(self, name: str, arguments: dict[str, Any], check_auth: bool = True) -> Any:
         tool = self.TOOLS.get(name)
@@ -121,14 +128,21 @@ class Shop:
             raise ToolError(f"no customer {customer_id!r}")
         if check_auth and customer_id not in self.authenticated:
             raise ToolError("authenticate the customer first (find_customer with their email)")
-        return [
+        orders = [
             {"order_id": oid, "status": o["status"], "items": [i["name"] for i in o["items"]]}
             for oid, o in sorted(self.db["orders"].items())
             if o["customer_id"] == customer_id
         ]
+        self._looked_up(o["order_id"] for o in orders)
+        return orders
 
     def get_order(self, check_auth: bool, order_id: str) -> dict[str, Any]:
-        return {"order_id": order_id.strip().lstrip("#").upper(), **self._order(order_id, check_auth)}
+        order = {"order_id": order_id.strip().lstrip("#").upper(), **self._order(order_id, check_auth)}
+        self._looked_up([order["order_id"]])
+        return order
+
+    def _looked_up(self, order_ids: Any) -> None:
+        self.looked_up.extend(o for o in order_ids if o not in self.looked_up)
 
     def cancel_order(self, check_auth: bool, order_id: str, reason: str) -> dict[str, Any]:
         order = self._order(order_id, check_auth)
@@ -175,6 +189,16 @@ def goal_database(scenario: dict[str, Any]) -> dict[str, Any]:
     for goal_call in scenario["goal"]:
         shop.call(goal_call["name"], goal_call["arguments"], check_auth=False)
     return shop.db
+
+
+def solved(shop: Shop, scenario: dict[str, Any]) -> bool:
+    """The scenario is done (module docstring): its goal database, its customer authenticated, and the
+    orders it names in ``verify`` looked up."""
+    return (
+        shop.db == goal_database(scenario)
+        and scenario["customer"] in shop.authenticated
+        and all(order_id in shop.looked_up for order_id in scenario.get("verify", ()))
+    )
 
 
 class CustomerServiceEnv(MultiAgentEnv):
@@ -256,7 +280,7 @@ class CustomerServiceEnv(MultiAgentEnv):
             truncated = not ended and self.agent_turns >= self.max_turns
         observations["user"] = self._user_view()
         if ended or truncated:
-            success = self.shop.db == goal_database(self.scenario)
+            success = solved(self.shop, self.scenario)
             for a in self.agents:
                 rewards[a] += 1.0 if success else 0.0
                 infos[a].update(success=success)

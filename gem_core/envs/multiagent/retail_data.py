@@ -190,6 +190,7 @@ SCENARIOS: list[dict[str, Any]] = [
             {"say": "Please cancel my order W1008, I don't want it anymore.", "order": "It's order W1008."}
         ],
         "goal": [],
+        "verify": ["W1008"],  # a refusal: the order's status must have been looked up
         "solution": [
             _ask_email(),
             call("find_customer", email="frank.li@example.com"),
