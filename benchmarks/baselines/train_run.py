@@ -18,9 +18,10 @@ A run stopped before its end (a session that ends mid-run) resumes at its last c
 step whenever that costs at most ``CHECKPOINT_SHARE`` of the time since the previous one (every step of a
 long-step row, every few of a fast one): ``<out>.resume/`` holds TRL's checkpoint (weights, optimizer,
 scheduler, RNG states, the adaptive entropy coefficient) and ``resume.json`` (the warm-up's and
-``before``'s results, the seconds spent and the runs seen beside it so far). The next ``train`` of the same row, estimator, seed and steps goes on
-from there with the same training tasks and sampling seeds, keeps the curve's rows up to that step, and
-deletes the folder when the run's JSON is written; a smoke run keeps no checkpoint.
+``before``'s results, the seconds spent and the runs seen beside it so far). The next ``train`` of the same
+row, estimator, seed and steps goes on from there with the same training tasks and sampling seeds, keeps
+the curve's rows up to that step, and deletes the folder when the run's JSON is written; a smoke run keeps
+no checkpoint.
 
 A mixture row (``Row.parts``) trains on ``gem_adapters.episodes.tasks.mixed_tasks`` in order (TRL's shuffle
 off: every step holds each env's equal share; env ``k`` plays the task seeds its single-env run plays),
