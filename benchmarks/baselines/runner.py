@@ -13,8 +13,9 @@
 process per run with ``OMP_NUM_THREADS=1`` (``--threads``); ``--workers`` rows at a time, a row's runs one
 after the other. Each finished run's files are committed at once (``git commit -- <those files>``), and
 the curve over seeds when a row's estimator has all its seeds; the same command goes on from there, never
-re-running a finished run. A run in progress checkpoints every step (``train_run``'s ``<out>.resume/``), so a
-session that stops loses at most the step under way: the next ``run`` resumes it there. A run that fails
+re-running a finished run. A run in progress checkpoints as it goes (``train_run``'s ``<out>.resume/``,
+after a step whenever that costs at most ``CHECKPOINT_SHARE`` of its time), so a session that stops loses
+only the steps since the last checkpoint: the next ``run`` resumes the run there. A run that fails
 leaves no JSON (its log says why) and is tried again by the next ``run``. At the end ``report`` writes
 ``table.csv``, the README's table and ``grid.png`` and commits them.
 

@@ -94,9 +94,10 @@ def sft_warm_up(
     env_kwargs: dict[str, Any] | None = None,
 ) -> GEMSFTTrainer:
     """Fine-tune ``model`` (in place) on one episode of ``env_id`` (made with ``env_kwargs``) per seed
-    played by ``player`` (the env's solver by default), the loss on the player's moves only; returns the trainer after training
-    (``trainer.state`` holds the losses). The model leaves with gradient checkpointing as it came
-    (``SFTConfig`` turns it on by default, and the RL trainer after the warm-up would inherit it)."""
+    played by ``player`` (the env's solver by default), the loss on the player's moves only; returns the
+    trainer after training (``trainer.state`` holds the losses). The model leaves with gradient
+    checkpointing as it came (``SFTConfig`` turns it on by default, and the RL trainer after the warm-up
+    would inherit it)."""
     from datasets import Dataset
 
     checkpointing = getattr(model, "is_gradient_checkpointing", False)

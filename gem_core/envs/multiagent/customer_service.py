@@ -40,7 +40,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from gem_core.envs.multiagent.core import MultiAgentEnv, MultiStepResult, Policy
@@ -141,7 +141,7 @@ class Shop:
         self._looked_up([order["order_id"]])
         return order
 
-    def _looked_up(self, order_ids: Any) -> None:
+    def _looked_up(self, order_ids: Iterable[str]) -> None:
         self.looked_up.extend(o for o in order_ids if o not in self.looked_up)
 
     def cancel_order(self, check_auth: bool, order_id: str, reason: str) -> dict[str, Any]:
