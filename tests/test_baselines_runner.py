@@ -619,11 +619,39 @@ def test_the_report_puts_a_tried_change_after_its_row(tmp_path):
     assert float(lines[1]["success_after"]) > float(lines[0]["success_after"])
 
 
-def test_schedule_and_plan():
+def plan_line(table_dir: Path, env_id: str) -> str:
+    return next(line for line in plan_markdown("plateau", table_dir).splitlines() if f"| {env_id} |" in line)
+
+
+def test_schedule_and_plan(tmp_path):
     assert schedule([3.0, 1.0, 1.0, 2.0], 2) == [(0.0, 3.0), (0.0, 1.0), (1.0, 2.0), (2.0, 4.0)]
-    text = plan_markdown("plateau")  # measured from the committed envs runs
+    text = plan_markdown("plateau", tmp_path)  # nothing run yet: every row from the committed envs runs
     assert text.count("\n") == len(PLATEAU) + 2 and "not measured" not in text
-    assert "(/2)" in text and "2 at a time" in text
+    assert "(/2)" in text and "2 at a time" in text and "| done |" not in text
+    # a long SmolLM2 row with one seed finished in this table: planned from it, not halved (its steps
+    # ran after the long-step speedup), its other seeds left to run
+    row = next(r for r in PLATEAU if r.policy == "smollm2" and not r.change and r.env_id == "web:Shop-v0")
+    stem = results.run_stem(tmp_path, row.name, "trl", row.estimators[0], row.seeds[0])
+    stem.parent.mkdir(parents=True)
+    run = summary(0, 0.1, 0.2, episodes_per_step=16, seconds_per_step=80.0, train_s=1920.0, wall_s=2400.0,
+                  warmup_s=200.0)  # fmt: skip
+    run["before"] |= {"seconds": 100.0, "episodes": 24}
+    run["after"] |= {"seconds": 100.0, "episodes": 24}
+    stem.with_suffix(".json").write_text(json.dumps(run))
+    line = plan_line(tmp_path, row.env_id)
+    cells = [c.strip() for c in line.split("|")]
+    assert cells[8] == "80.0 at 16 -> 80.0" and cells[12] == f"1/{len(row.seeds)}"
+    hours = float(cells[11])  # 3 seeds x (24 steps x 80 s + 200 s evaluations + 200 s warm-up + 80 s else)
+    assert hours == pytest.approx(3 * (24 * 80 + 480) / 3600, abs=0.01)
+    begin, end = map(float, cells[13].split("-"))
+    assert end - begin == pytest.approx(hours * 2 / 3, abs=0.1)  # the two seeds left
+    # every seed finished: the row is done and leaves nothing to run
+    for seed in row.seeds[1:]:
+        results.run_stem(tmp_path, row.name, "trl", row.estimators[0], seed).with_suffix(".json").write_text(
+            json.dumps(run)
+        )
+    line = plan_line(tmp_path, row.env_id)
+    assert "| 3/3 | done |" in line
 
 
 # ---- the mixture row (issue 58, item 4) ----------------------------------------------------------------

@@ -571,13 +571,16 @@ LONG_STEP_S = 60.0
 LONG_STEP_SPEEDUP = 2.0
 
 
-def measured_from_runs(row: Row, results_dir: Path = results.RESULTS) -> dict[str, Any] | None:
-    """A smoke-line-like measurement of ``row`` from the finished runs of the row of the same base name under
-    ``results_dir/runs`` (the ``envs`` table's, every estimator and seed), with the episodes per step
-    and warm-up episodes they ran at (``ref_episodes_per_step``, ``ref_warmup_episodes``)."""
-    runs = [  # a row trying a change is planned from the runs of the row it changes
+def measured_from_runs(
+    row: Row, results_dir: Path = results.RESULTS, folder: str | None = None
+) -> dict[str, Any] | None:
+    """A smoke-line-like measurement of ``row`` from the finished runs under ``results_dir/runs/folder``
+    (default: the ``envs`` table's runs of the row's base name, every estimator and seed), with the
+    episodes per step and warm-up episodes they ran at (``ref_episodes_per_step``, ``ref_warmup_episodes``)
+    and whether they predate the long-step speedup (``predates_long_step``: the ``envs`` table's do)."""
+    runs = [
         json.loads(p.read_text())
-        for p in sorted((results_dir / "runs" / row.base_name).glob(f"{FRAMEWORK}-*.json"))
+        for p in sorted((results_dir / "runs" / (folder or row.base_name)).glob(f"{FRAMEWORK}-*.json"))
     ]
     if not runs:
         return None
@@ -597,6 +600,7 @@ def measured_from_runs(row: Row, results_dir: Path = results.RESULTS) -> dict[st
             r.get("row", {}).get("warmup_episodes", row.warmup_episodes) for r in runs
         ),
         "source": f"{len(runs)} runs",
+        "predates_long_step": results_dir == results.RESULTS,
     }
 
 
@@ -619,12 +623,29 @@ def measured_from_parts(row: Row, results_dir: Path = results.RESULTS) -> dict[s
     }
 
 
+def measurement(row: Row, table_dir: Path) -> dict[str, Any] | None:
+    """What ``row``'s cost is predicted from: the finished runs of the row itself under ``table_dir``, else
+    those of the row it tries a change on there, else (a mixture) its parts' in the table it is compared
+    with or the ``envs`` table, else the ``envs`` table's runs of its base row."""
+    return (
+        measured_from_runs(row, table_dir, row.name)
+        or measured_from_runs(row, table_dir, row.base_name)
+        or (
+            (measured_from_parts(row, results.results_dir(row.compare_table)) or measured_from_parts(row))
+            if row.parts
+            else measured_from_runs(row)
+        )
+    )
+
+
 def step_seconds(row: Row, measured: dict[str, Any]) -> tuple[float, bool]:
     """Predicted seconds per step of ``row``: the measured ones scaled by the episodes per step, halved
-    for a SmolLM2 row whose measured steps were long (``LONG_STEP_S``); and whether it was halved."""
+    for a SmolLM2 row whose steps were long (``LONG_STEP_S``) when measured before the long-step speedup
+    (``predates_long_step``, true of smoke lines); and whether it was halved."""
     step = float(measured["seconds_per_step"])
     reference = float(measured.get("ref_episodes_per_step") or row.episodes_per_step)
-    halved = row.policy == "smollm2" and step >= LONG_STEP_S
+    predates = measured.get("predates_long_step", True)
+    halved = row.policy == "smollm2" and step >= LONG_STEP_S and predates
     return step * row.episodes_per_step / reference / (LONG_STEP_SPEEDUP if halved else 1.0), halved
 
 
@@ -658,52 +679,64 @@ def schedule(hours: list[float], workers: int) -> list[tuple[float, float]]:
     return spans
 
 
+def finished_runs(row: Row, table_dir: Path) -> int:
+    """How many of ``row``'s runs (estimator x seed) have finished under ``table_dir``."""
+    return sum(
+        results.run_stem(table_dir, row.name, FRAMEWORK, estimator, seed).with_suffix(".json").exists()
+        for estimator in row.estimators
+        for seed in row.seeds
+    )
+
+
 def plan_markdown(table: str, results_dir: Path | None = None, workers: int = 2) -> str:
-    """Each row's planned work, its measured seconds per step (the table's ``smoke.csv``, else the
-    finished ``envs`` runs of the same row, or for a mixture of its parts: ``measured_from_parts``), predicted machine-hours, when it runs with ``workers`` rows
-    at a time, and its expectation."""
-    path = (results_dir or results.results_dir(table)) / "smoke.csv"
+    """Each row's planned work, what its cost is predicted from (the table's ``smoke.csv``, else
+    ``measurement``), predicted machine-hours, its runs finished, when the rest runs with ``workers`` rows
+    at a time (hours from now), and its expectation."""
+    table_dir = results_dir or results.results_dir(table)
     smoked = {}
-    if path.exists():
-        with open(path) as f:
+    if (table_dir / "smoke.csv").exists():
+        with open(table_dir / "smoke.csv") as f:
             smoked = {line["row"]: line for line in csv.DictReader(f)}
     lines = [
         "| # | env | category | policy | estimators | seeds | steps x episodes/step | s/step measured at "
-        "episodes/step -> predicted | warm-up build h | h per estimator | h for the row | runs (h from the start) | "
-        "verdict (set before) | expectation (set before the run) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "episodes/step -> predicted | warm-up build h | h per estimator | h for the row | runs finished | "
+        "runs (h from now) | verdict (set before) | expectation (set before the run) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    costs, cells, built = [], [], set()
+    costs, left, cells, built = [], [], [], set()
     for row in TABLES[table]:
-        measured = smoked.get(row.name) or (
-            measured_from_parts(row) if row.parts else measured_from_runs(row)
-        )
+        finished, planned = finished_runs(row, table_dir), len(row.estimators) * len(row.seeds)
+        measured = smoked.get(row.name) or measurement(row, table_dir)
         if measured is None:
             costs.append(0.0)
-            cells.append(" not measured | | | |")
+            left.append(0.0)
+            cells.append(f" not measured | | | | {finished}/{planned} |")
             continue
         per_estimator, build = predicted_hours(row, measured)
-        if row.name in built:  # a row split by estimator: one warm-up build (cached) for all its rows
+        if row.name in built or finished:  # built already (cached) by this row or its other estimator's row
             build = 0.0
         built.add(row.name)
         hours = build + per_estimator * len(row.estimators)
         predicted, halved = step_seconds(row, measured)
         costs.append(hours)
+        left.append(build + (hours - build) * (planned - finished) / planned)
         cells.append(
             f" {float(measured['seconds_per_step']):.1f} at {float(measured.get('ref_episodes_per_step') or row.episodes_per_step):g}"
             f" -> {predicted:.1f}{' (/2)' if halved else ''} | "
-            f"{build:.2f} | {per_estimator:.2f} | {hours:.2f} |"
+            f"{build:.2f} | {per_estimator:.2f} | {hours:.2f} | {finished}/{planned} |"
         )
-    spans = schedule(costs, workers)
-    for i, (row, cost, (begin, end)) in enumerate(zip(TABLES[table], cells, spans), 1):
+    spans = schedule(left, workers)
+    for i, (row, cost, hours, (begin, end)) in enumerate(zip(TABLES[table], cells, left, spans), 1):
+        when = f"{begin:.1f}-{end:.1f}" if hours else "done"
         lines.append(
             f"| {i} | {row.env_id} | {row.category} | {row.policy} | {', '.join(row.estimators)} | "
-            f"{len(row.seeds)} | {row.steps} x {row.episodes_per_step} |{cost} {begin:.1f}-{end:.1f} | "
+            f"{len(row.seeds)} | {row.steps} x {row.episodes_per_step} |{cost} {when} | "
             f"{row.verdict or '–'} | {row.expectation} |"
         )
-    total, makespan = sum(costs), max((e for _, e in spans), default=0.0)
+    makespan = max((e for _, e in spans), default=0.0)
     lines.append(
-        f"| | **total** | | | | | | | | | **{total:.1f}** | **{makespan:.1f} h wall, {workers} at a time** | | |"
+        f"| | **total** | | | | | | | | | **{sum(costs):.1f}** | | **{sum(left):.1f} h left: {makespan:.1f} h "
+        f"wall, {workers} at a time** | | |"
     )
     return "\n".join(lines)
 
