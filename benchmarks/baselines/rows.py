@@ -897,6 +897,17 @@ PLATEAU += [
         "becomes copying; the digit still has to be read off its row, column and box, so a few wins a batch "
         "at most: a slow rise",
     ),
+    _tried(
+        "multiagent_CustomerService-v0--smollm2",
+        "lr-1e-5",
+        "does not learn",
+        learning_rate=1e-5,
+        expectation="does not learn: on the fixed reward the batches' success fell from 0.06-0.25 to 0 by "
+        "step 13-16 on every seed while the entropy rose (0.53-0.80 -> 0.92-1.18 nats) and the held-out "
+        "success went 0.24 -> 0.06: the updates moved the policy off the warm-up's conversations faster "
+        "than its rare wins could steer it. Half the step size should slow that drift and keep the "
+        "warm-up's 0.24; a rise past it in 24 steps we do not expect",
+    ),
 ]
 
 # Changes on top of a tried change that did not learn either.
