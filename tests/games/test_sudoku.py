@@ -181,3 +181,29 @@ def test_listed_empty_cells_are_the_boards_empty_cells_after_every_move():
         observation, _, terminated, truncated, info = env.step(move)
         done = terminated or truncated
     assert info["success"] and "Empty cells (row column): none." in observation
+
+
+def test_listed_missing_digits_are_what_each_row_lacks_after_every_move():
+    """``list_missing_digits``: each board shown is followed by the digits each unfinished row lacks, kept
+    up to date by the moves the game accepts (a rejected one changes nothing); off by default."""
+    assert "Digits each row lacks" not in make("game:Sudoku-v1-easy", list_empty_cells=True).reset(seed=5)[0]
+    env = make("game:Sudoku-v1-easy", list_missing_digits=True)
+    observation, _ = env.reset(seed=5)
+    assert "Empty cells" not in observation
+    game, done, moves = env.unwrapped, False, 0
+    while not done:
+        listed = observation.split("Digits each row lacks: ", 1)[1].split(".\n", 1)[0]
+        expected = [
+            f"row {r + 1}: " + " ".join(str(d) for d in range(1, 5) if d not in row)
+            for r, row in enumerate(game.board)
+            if 0 in row
+        ]
+        assert listed == "; ".join(expected)
+        r, c, _ = parse_move(game.solve_action().removeprefix("\\boxed{").removesuffix("}"))
+        wrong = next(d for d in range(1, 5) if d != game.solution[r - 1][c - 1])
+        if moves % 2 == 0:  # a wrong digit first: rejected, the list stays
+            observation, *_ = env.step(f"\\boxed{{{r} {c} {wrong}}}")
+            assert f"Digits each row lacks: {listed}." in observation
+        observation, _, terminated, truncated, info = env.step(game.solve_action())
+        done, moves = terminated or truncated, moves + 1
+    assert info["success"] and "Digits each row lacks: none." in observation

@@ -45,7 +45,8 @@ _SEPARATORS = re.compile(r"row|column|col|value|val|[rcv]|[\s,;:=()\[\]]")
 
 class SudokuEnv(GameEnv):
     """``list_empty_cells``: every board shown is followed by the row and column of each empty cell
-    (what a player otherwise reads off the drawing)."""
+    (what a player otherwise reads off the drawing). ``list_missing_digits``: followed by the digits each
+    row still lacks (the row's rule applied; the column's and box's are left to the player)."""
 
     def __init__(
         self,
@@ -54,9 +55,11 @@ class SudokuEnv(GameEnv):
         max_turns: int = 50,
         reward_type: str = "dense",
         list_empty_cells: bool = False,
+        list_missing_digits: bool = False,
     ):
         super().__init__(max_turns, reward_type)
         self.list_empty_cells = list_empty_cells
+        self.list_missing_digits = list_missing_digits
         box = math.isqrt(size)
         if size < 4 or box * box != size:
             raise ValueError("size must be a square number of at least 4 (4 or 9)")
@@ -119,12 +122,19 @@ class SudokuEnv(GameEnv):
 
     # ---- playing -------------------------------------------------------------------------------
     def render(self) -> str:
-        board = _board_template(self.size, self.box).format(*(v or "." for row in self.board for v in row))
-        if not self.list_empty_cells:
-            return board
+        lines = [_board_template(self.size, self.box).format(*(v or "." for row in self.board for v in row))]
         n = self.size
-        empty = ", ".join(f"{r + 1} {c + 1}" for r in range(n) for c in range(n) if not self.board[r][c])
-        return f"{board}\nEmpty cells (row column): {empty or 'none'}."
+        if self.list_empty_cells:
+            empty = ", ".join(f"{r + 1} {c + 1}" for r in range(n) for c in range(n) if not self.board[r][c])
+            lines.append(f"Empty cells (row column): {empty or 'none'}.")
+        if self.list_missing_digits:
+            missing = [
+                f"row {r + 1}: {' '.join(str(d) for d in range(1, n + 1) if d not in row)}"
+                for r, row in enumerate(self.board)
+                if 0 in row
+            ]
+            lines.append(f"Digits each row lacks: {'; '.join(missing) or 'none'}.")
+        return "\n".join(lines)
 
     def progress(self) -> float:
         if self.num_empty == 0:
