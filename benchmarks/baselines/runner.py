@@ -703,9 +703,10 @@ def plan_markdown(table: str, results_dir: Path | None = None, workers: int = 2)
         "runs (h from now) | verdict (set before) | expectation (set before the run) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    costs, left, cells, built = [], [], [], set()
+    costs, left, cells, done, built = [], [], [], [], set()
     for row in TABLES[table]:
         finished, planned = finished_runs(row, table_dir), len(row.estimators) * len(row.seeds)
+        done.append(finished == planned)
         measured = smoked.get(row.name) or measurement(row, table_dir)
         if measured is None:
             costs.append(0.0)
@@ -726,8 +727,8 @@ def plan_markdown(table: str, results_dir: Path | None = None, workers: int = 2)
             f"{build:.2f} | {per_estimator:.2f} | {hours:.2f} | {finished}/{planned} |"
         )
     spans = schedule(left, workers)
-    for i, (row, cost, hours, (begin, end)) in enumerate(zip(TABLES[table], cells, left, spans), 1):
-        when = f"{begin:.1f}-{end:.1f}" if hours else "done"
+    for i, (row, cost, finished, (begin, end)) in enumerate(zip(TABLES[table], cells, done, spans), 1):
+        when = "done" if finished else f"{begin:.1f}-{end:.1f}"
         lines.append(
             f"| {i} | {row.env_id} | {row.category} | {row.policy} | {', '.join(row.estimators)} | "
             f"{len(row.seeds)} | {row.steps} x {row.episodes_per_step} |{cost} {when} | "
