@@ -627,15 +627,13 @@ def measurement(row: Row, table_dir: Path) -> dict[str, Any] | None:
     """What ``row``'s cost is predicted from: the finished runs of the row itself under ``table_dir``, else
     those of the row it tries a change on there, else (a mixture) its parts' in the table it is compared
     with or the ``envs`` table, else the ``envs`` table's runs of its base row."""
-    return (
-        measured_from_runs(row, table_dir, row.name)
-        or measured_from_runs(row, table_dir, row.base_name)
-        or (
-            (measured_from_parts(row, results.results_dir(row.compare_table)) or measured_from_parts(row))
-            if row.parts
-            else measured_from_runs(row)
-        )
-    )
+    for folder in dict.fromkeys((row.name, row.base_name)):  # one folder where the row changes nothing
+        measured = measured_from_runs(row, table_dir, folder)
+        if measured is not None:
+            return measured
+    if row.parts:
+        return measured_from_parts(row, results.results_dir(row.compare_table)) or measured_from_parts(row)
+    return None if table_dir == results.RESULTS else measured_from_runs(row)  # the envs runs: read above
 
 
 def step_seconds(row: Row, measured: dict[str, Any]) -> tuple[float, bool]:

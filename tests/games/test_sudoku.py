@@ -6,6 +6,7 @@ import pytest
 
 from gem_core import make
 from gem_core.envs.games.sudoku import SudokuEnv, count_solutions, parse_move
+from gem_core.parsing import extract_boxed
 
 
 def play(env, seed):
@@ -199,7 +200,7 @@ def test_listed_missing_digits_are_what_each_row_lacks_after_every_move():
             if 0 in row
         ]
         assert listed == "; ".join(expected)
-        r, c, _ = parse_move(game.solve_action().removeprefix("\\boxed{").removesuffix("}"))
+        r, c, _ = parse_move(extract_boxed(game.solve_action()))
         wrong = next(d for d in range(1, 5) if d != game.solution[r - 1][c - 1])
         if moves % 2 == 0:  # a wrong digit first: rejected, the list stays
             observation, *_ = env.step(f"\\boxed{{{r} {c} {wrong}}}")
