@@ -98,7 +98,9 @@ def test_shared_memory_held_by_a_background_process_dies_with_the_command(env):
         "i = libc.shmget(0x61000000, 100 << 20, 0o1600); a = libc.shmat(i, None, 0); "
         "ctypes.memset(a, 1, 100 << 20); print('pinned', flush=True); time.sleep(600)"
     )
-    obs = timed(env, f'(python3 -c "{code}" &) ; sleep 1; ipcs -m | grep -c "^0x"')
+    # Wait for the marker, not a fixed time: on a loaded machine the 100 MiB memset outlasts any sleep.
+    wait = 'until grep -qs pinned "$TMPDIR/marker"; do sleep 0.05; done; cat "$TMPDIR/marker"'
+    obs = timed(env, f'(python3 -c "{code}" > "$TMPDIR/marker" &) ; {wait}; ipcs -m | grep -c "^0x"')
     assert "pinned" in obs and stdout(obs).split()[-1] == "1", obs
     assert stdout(timed(env, "ipcs -m | grep -c '^0x'; ls /proc | grep -c '^[0-9]'")).split() == ["0", "3"]
 
