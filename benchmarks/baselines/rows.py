@@ -908,6 +908,18 @@ PLATEAU += [
         "than its rare wins could steer it. Half the step size should slow that drift and keep the "
         "warm-up's 0.24; a rise past it in 24 steps we do not expect",
     ),
+    _tried(
+        "multiagent_CustomerService-v0--smollm2",
+        "warmup-128",
+        "learns slowly",
+        warmup_episodes=128,
+        expectation="learns slowly: at lr 2e-5 and 1e-5 alike (3 seeds each) the batches' success fell from "
+        "0.06-0.14 to 0.01-0.05 while the entropy rose, and the held-out scenarios the warm-up solved were "
+        "lost (refusal 7/9 -> 3/9, change_address 3/6 -> 0/6): a smaller step did not help, too few groups "
+        "carry a win (0.28-0.47 by the last steps). Twice the warm-up (16 SFT steps on the reference "
+        "conversations, as terminal's warmup-128 which then rose 0.22 -> 0.36) should start RL from more "
+        "solved scenarios and more groups with a signal: kept, and a slow rise at most",
+    ),
 ]
 
 # Changes on top of a tried change that did not learn either.
