@@ -929,7 +929,7 @@ PLATEAU += [
         "(3 seeds) and RL takes it to 0.17 [0.04, 0.25] by buying at once: every held-out episode ends in a "
         "purchase (16-19 of 24 before), option clicks fall from 25-30 to 4-17 and the purchases' score rises "
         "(0.34-0.49 -> 0.56-0.67), while the batches' wins stay at 0.03-0.17. The solver's episodes copy the "
-        "instruction's options onto the item page; twice its episodes (16 SFT steps, as the row's plan said) "
+        "instruction's options onto the item page; twice its episodes (8 SFT steps, as the row's plan said) "
         "should leave more right options before RL and so more wins in its batches: a slow rise",
     ),
 ]
