@@ -749,15 +749,20 @@ def test_the_mixture_plan_is_measured_from_its_parts_runs(tmp_path):
     for i, part in enumerate(row.parts):
         folder = tmp_path / "runs" / part.name
         folder.mkdir(parents=True)
+        # part i's warm-up: 1,000 x (i + 1) SFT sequences built in 100 x i s (the first part's was cached)
         run_summary = summary(0, 0.1, 0.2, episodes_per_step=32, seconds_per_step=float(i + 1), train_s=10.0,
-                              warmup_build_s=100.0)  # fmt: skip
+                              warmup_build_s=100.0 * i, policy_warmup_steps=125 * (i + 1),
+                              policy_warmup_batch=8)  # fmt: skip
         run_summary["before"] |= {"seconds": 1.0, "episodes": 10}
         run_summary["after"] |= {"seconds": 1.0, "episodes": 10}
         (folder / "trl-rebn-seed0.json").write_text(json.dumps(run_summary))
     measured = measured_from_parts(row, tmp_path)
     # a step of 64 episodes, 16 of each env: the mean of the parts' seconds per episode x 64
     assert measured["seconds_per_step"] == pytest.approx(64 * (1 + 2 + 3 + 4) / 4 / 32)
-    assert measured["warmup_s"] == 400.0 and measured["eval_s_per_episode"] == pytest.approx(0.1)
+    # the cached part's 1,000 sequences at the mean seconds per sequence of the three builds
+    rate = (100 / 2000 + 200 / 3000 + 300 / 4000) / 3
+    assert measured["warmup_s"] == pytest.approx(600.0 + 1000 * rate)
+    assert measured["eval_s_per_episode"] == pytest.approx(0.1)
     assert measured_from_parts(row, tmp_path / "nothing") is None
     text = plan_markdown("mixture")  # from the committed envs runs of its parts
     assert "not measured" not in text and text.count("\n") == len(MIXTURE) + 2

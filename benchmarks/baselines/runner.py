@@ -599,6 +599,10 @@ def measured_from_runs(
         "ref_warmup_episodes": results.mean(
             r.get("row", {}).get("warmup_episodes", row.warmup_episodes) for r in runs
         ),
+        # the small policy's SFT sequences (NaN where not recorded): a cached build's cost is read off them
+        "warmup_sequences": results.mean(
+            r.get("policy_warmup_steps", math.nan) * r.get("policy_warmup_batch", math.nan) for r in runs
+        ),
         "source": f"{len(runs)} runs",
         "predates_long_step": results_dir == results.RESULTS,
     }
@@ -607,14 +611,18 @@ def measured_from_runs(
 def measured_from_parts(row: Row, results_dir: Path = results.RESULTS) -> dict[str, Any] | None:
     """A mixture's ``measured_from_runs`` from its parts' (None if a part has none): its steps cost the mean
     of the parts' seconds per episode (each env holds an equal share of a step), its evaluation episodes
-    the mean of theirs, its warm-up build the sum of theirs (the union trains on all their batches)."""
+    the mean of theirs, its warm-up build the sum of theirs (the union trains on all their batches). A part
+    whose every run found its warm-up cached recorded no build: its sequences are costed at the mean
+    seconds per sequence of the parts that built theirs."""
     parts = [measured_from_runs(part, results_dir) for part in row.parts]
     if not parts or any(m is None for m in parts):
         return None
+    per_sequence = results.mean(m["warmup_s"] / m["warmup_sequences"] for m in parts if m["warmup_s"] > 0)
+    cached = sum(m["warmup_sequences"] * per_sequence for m in parts if not m["warmup_s"])
     return {
         "seconds_per_step": row.episodes_per_step
         * results.mean(m["seconds_per_step"] / m["ref_episodes_per_step"] for m in parts),
-        "warmup_s": sum(m["warmup_s"] for m in parts),
+        "warmup_s": sum(m["warmup_s"] for m in parts) + (0.0 if math.isnan(cached) else cached),
         "overhead_s": results.mean(m["overhead_s"] for m in parts),
         "eval_s_per_episode": results.mean(m["eval_s_per_episode"] for m in parts),
         "ref_episodes_per_step": row.episodes_per_step,
