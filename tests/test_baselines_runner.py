@@ -865,6 +865,20 @@ def test_each_framework_run_of_section_15b_is_a_line_of_the_plateau_table(tmp_pa
         assert line["plateau_step"] != ""  # curves read in place, though their names hold dots ("g0.9")
 
 
+def test_an_arm_that_changes_its_frameworks_run_is_a_line_of_its_own():
+    """ROLL prompted with the conversation (issue 58, item 5) and ROLL prompted with the observation run in
+    one experiment (``frameworks``) with one framework and estimator: two lines, not one of their seeds."""
+    from benchmarks.baselines.frameworks import framework_summaries
+
+    roll = [s for s in framework_summaries() if s["_row"] == "frameworks" and s["framework"] == "roll"]
+    changes = {s["row"]["change"] for s in roll}
+    assert changes == {"", "history prompt"}  # both arms have finished runs committed
+    groups = {k: runs for k, runs in results.grouped(roll).items()}
+    assert sorted(k[5] for k in groups) == ["", "history prompt"]
+    assert all({r["row"]["change"] for r in runs} == {k[5]} for k, runs in groups.items())
+    assert len(groups[next(k for k in groups if not k[5])]) == 3
+
+
 def test_a_sparse_reward_row_trains_on_sparse_games_and_its_base_on_dense_ones():
     """The row's ``reward_type`` goes into its training tasks' env kwargs (the held-out episodes play the
     env as registered): an illegal move costs nothing there, while the base row's game penalises it."""

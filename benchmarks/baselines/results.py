@@ -145,12 +145,23 @@ def per_env_summaries(summary: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def group_key(summary: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    return summary["_row"], summary["env_id"], summary["framework"], summary["estimator"], summary["policy"]
+def group_key(summary: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
+    """A line's key. The change matters where runs of one folder try different things: the arms of one
+    cross-framework experiment (``frameworks.py``); a plateau row's change has a folder of its own."""
+    row = summary.get("row")
+    change = row.get("change", "") if isinstance(row, dict) else ""
+    return (
+        summary["_row"],
+        summary["env_id"],
+        summary["framework"],
+        summary["estimator"],
+        summary["policy"],
+        change,
+    )
 
 
 def grouped(summaries: Iterable[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
-    """Summaries by (row folder, env id, framework, estimator, policy), seeds in order."""
+    """Summaries by (row folder, env id, framework, estimator, policy, change), seeds in order."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for summary in summaries:
         groups.setdefault(group_key(summary), []).append(summary)

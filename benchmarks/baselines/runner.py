@@ -439,9 +439,18 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
     def order_key(k: tuple) -> tuple:
         estimator = (k[3] != "rebn", k[3])
         if mixtures:  # by env, its single-env lines first, then the mixtures'
-            return (envs.get(k[1], len(envs)), k[1], k[0] in mixtures, k[0], *estimator)
+            return (envs.get(k[1], len(envs)), k[1], k[0] in mixtures, k[0], *estimator, k[5])
         base = base_of.get(k[0], k[0])  # a row trying a change: right after the row it changes
-        return (order.get(base, len(order)), base, k[0] != base, k[0], k[2] != FRAMEWORK, k[2], *estimator)
+        return (
+            order.get(base, len(order)),
+            base,
+            k[0] != base,
+            k[0],
+            k[2] != FRAMEWORK,
+            k[2],
+            *estimator,
+            k[5],
+        )
 
     keys = sorted(groups, key=order_key)
     chance_table = ChanceTable(results_dir / "chance.csv")
@@ -450,7 +459,7 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
     results.write_table([lines_of[k] for k in keys], table_path)
     panels: dict[str, dict[str, list[dict[str, float]]]] = {}
     for key in keys:
-        _, env_id, framework, estimator, policy = key
+        _, env_id, framework, estimator, policy, _ = key
         curve = results.line_curve(groups[key])
         if curve:
             mixture = "mixture " if key[0] in mixtures else ""
