@@ -873,7 +873,7 @@ def test_an_arm_that_changes_its_frameworks_run_is_a_line_of_its_own():
     roll = [s for s in framework_summaries() if s["_row"] == "frameworks" and s["framework"] == "roll"]
     changes = {s["row"]["change"] for s in roll}
     assert changes == {"", "history prompt"}  # both arms have finished runs committed
-    groups = {k: runs for k, runs in results.grouped(roll).items()}
+    groups = results.grouped(roll)
     assert sorted(k[5] for k in groups) == ["", "history prompt"]
     assert all({r["row"]["change"] for r in runs} == {k[5]} for k, runs in groups.items())
     assert len(groups[next(k for k in groups if not k[5])]) == 3

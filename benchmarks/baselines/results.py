@@ -145,18 +145,22 @@ def per_env_summaries(summary: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def run_change(summary: dict[str, Any]) -> str:
+    """What the run's row changes on its base row ("" for a base row, or a run recorded before rows were)."""
+    row = summary.get("row")
+    return row.get("change", "") if isinstance(row, dict) else ""
+
+
 def group_key(summary: dict[str, Any]) -> tuple[str, str, str, str, str, str]:
     """A line's key. The change matters where runs of one folder try different things: the arms of one
     cross-framework experiment (``frameworks.py``); a plateau row's change has a folder of its own."""
-    row = summary.get("row")
-    change = row.get("change", "") if isinstance(row, dict) else ""
     return (
         summary["_row"],
         summary["env_id"],
         summary["framework"],
         summary["estimator"],
         summary["policy"],
-        change,
+        run_change(summary),
     )
 
 
@@ -266,7 +270,7 @@ def table_line(runs: Sequence[dict[str, Any]], chance: dict[str, float] | None =
         if len(runs) >= len(first.get("row", {}).get("seeds", ()))
         else f"{len(runs)} of {len(first['row']['seeds'])} seeds so far",
         "mixture": first.get("mixture", ""),
-        "change": first.get("row", {}).get("change", ""),
+        "change": run_change(first),
         **chance,
         "measured_on": first.get("measured_on", HELD_OUT),
     }

@@ -459,11 +459,10 @@ def report(table: str, results_dir: Path | None = None) -> list[Path]:
     results.write_table([lines_of[k] for k in keys], table_path)
     panels: dict[str, dict[str, list[dict[str, float]]]] = {}
     for key in keys:
-        _, env_id, framework, estimator, policy, _ = key
+        _, env_id, framework, estimator, policy, change = key
         curve = results.line_curve(groups[key])
         if curve:
             mixture = "mixture " if key[0] in mixtures else ""
-            change = groups[key][0].get("row", {}).get("change", "")
             label = (
                 f"{mixture}{framework} {estimator}{' ' + change if change else ''} ({len(groups[key])} seeds)"
             )
