@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import torch
@@ -43,13 +44,14 @@ def timing_flags() -> str:
 
 def cpu_name() -> str:
     fields = {}
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        key, _, value = line.partition(":")
-        fields[key.strip()] = value.strip()
+    with suppress(OSError):
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
     flags = fields.get("Flags", "").split()
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     return (
-        f"{fields.get('Model name', platform.processor())} (family {fields.get('CPU family', '?')}, "
+        f"{fields.get('Model name') or platform.processor() or 'unknown CPU'} (family {fields.get('CPU family', '?')}, "
         f"model {fields.get('Model', '?')}), {fields.get('CPU(s)', '?')} cores, {isa}"
     )
 

@@ -33,6 +33,7 @@ from benchmarks.baselines.runner import (
 )
 from benchmarks.baselines.train_run import Resume
 from benchmarks.bootstrap import bootstrap
+from gem_adapters.runtime.precision import cpu_flags
 
 
 def summary(seed: int, before: float, after: float, **extra) -> dict:
@@ -274,6 +275,10 @@ def test_check_table_runs_end_to_end_commits_and_resumes(repo):
         for phase in ("before", "after"):
             assert 0.0 <= summary[phase]["success_rate"] <= 1.0
         assert 0.0 < summary["after"]["same_first_action"] <= 1.0
+        # A run's seconds name the CPU they were measured on: machines of one kind differ in family,
+        # model and the flags that choose the precision.
+        assert "(family " in summary["machine"]["cpu"] and ", model " in summary["machine"]["cpu"]
+        assert set(summary["machine"]["flags"].split()) <= cpu_flags()
         held_out = [json.loads(line) for line in stem.with_suffix(".heldout.jsonl").read_text().splitlines()]
         assert [e["phase"] for e in held_out] == ["before"] * 8 + ["after"] * 8
         assert all(e["env_id"] == "learn:PickSeven-v0" and e["actions"] for e in held_out)

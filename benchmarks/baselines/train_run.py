@@ -82,17 +82,15 @@ CURVE_COLUMNS = [
 
 
 def machine() -> dict[str, Any]:
+    """What a run's seconds depend on: the CPU by family and model (machines of one kind differ), the flags
+    that choose its precision, the threads."""
     import torch
 
-    cpu = platform.processor()
-    with suppress(OSError, StopIteration):
-        cpu = next(
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        )
+    from benchmarks.train_step_profile import cpu_name, timing_flags
+
     return {
-        "cpu": cpu,
+        "cpu": cpu_name(),
+        "flags": timing_flags(),
         "cores": os.cpu_count(),
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
