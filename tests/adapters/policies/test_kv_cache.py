@@ -440,3 +440,24 @@ def test_a_policy_built_under_bf16_autocast_keeps_the_engine(tokenizer):
             warnings.simplefilter("error")  # falling back to cache='none' warns
             policy = TransformersPolicy(model, tokenizer, seed=0)
         assert policy.cache == "kv"
+
+
+def test_bf16s_wider_tolerance_still_sends_a_wrong_engine_to_plain_forwards(tokenizer):
+    """The engine check's bf16 tolerance (a 16-bit forward) admits rounding, not an error: logits that the
+    engine's path and a plain forward see differently by a nat are sent to cache='none'."""
+    from gem_adapters.runtime.models import load_model
+
+    model = load_model("smollm2")
+    bf16_forward = torch.autocast("cpu", dtype=torch.bfloat16)(model.forward)
+    noise = torch.randn(model.config.vocab_size, generator=torch.Generator().manual_seed(0))
+
+    def wrong_forward(*args, **kwargs):
+        out = bf16_forward(*args, **kwargs)
+        if out.logits.shape[1] > 1:  # an error in whole-sequence passes only, not in one-token decoding
+            out.logits = out.logits + noise.to(out.logits.dtype)
+        return out
+
+    model.forward = wrong_forward
+    with pytest.warns(UserWarning, match="falls back to cache='none'"):
+        policy = TransformersPolicy(model, tokenizer, seed=0)
+    assert policy.cache == "none"
