@@ -48,11 +48,12 @@ def cpu_name() -> str:
         for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
             key, _, value = line.partition(":")
             fields[key.strip()] = value.strip()
-    flags = fields.get("Flags", "").split()
+    flags = timing_flags().split()
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    name = fields.get("Model name") or platform.processor() or "unknown CPU"
     return (
-        f"{fields.get('Model name') or platform.processor() or 'unknown CPU'} (family {fields.get('CPU family', '?')}, "
-        f"model {fields.get('Model', '?')}), {fields.get('CPU(s)', '?')} cores, {isa}"
+        f"{name} (family {fields.get('CPU family', '?')}, model {fields.get('Model', '?')}), "
+        f"{fields.get('CPU(s)', '?')} cores, {isa}"
     )
 
 
