@@ -6,9 +6,9 @@ colocated sync, OpenRLHF's ``WorkerWrap.update_weight``). That needs every vLLM 
 weight by a kernel-format copy: vLLM's CPU backend packs a linear layer that way wherever a kernel
 (oneDNN, AMX) runs the engine's dtype (``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)`` in
 ``UnquantizedLinearMethod``), so those syncs fail there with ``'Parameter' object has no attribute
-'weight_loader'``. A bf16 engine on an AVX2-only CPU (no oneDNN bf16 matmul) falls back to torch's linear
-and keeps its weights: there the trainers' own syncs work. vLLM's API for new
-weights, the worker's ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``, restores the
+'weight_loader'``. A bf16 engine on an AVX2-only CPU (no oneDNN bf16 matmul) falls back to torch's
+linear and keeps its weights: there the trainers' own syncs work. vLLM's API for new weights, the
+worker's ``reload_weights(weights_iterator=..., is_checkpoint_format=True)``, restores the
 checkpoint-format parameters layer by layer, loads the tensors and runs ``process_weights_after_loading``
 again, on every backend.
 

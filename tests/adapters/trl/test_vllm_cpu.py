@@ -202,9 +202,8 @@ def test_trl_own_colocated_sync_fails_where_vllm_cpu_packs_the_linear_layers(run
     """Why ``vllm_sync`` exists: TRL's sync fails on an engine whose linear layers are packed (AVX-512
     CPUs, where oneDNN takes bf16) and works where they are not (AVX2-only CPUs: torch's linear). When the
     packed case stops failing, TRL's sync works everywhere and the override can go."""
-    print("packed parameters:", run["packed"], "TRL's sync:", run["trl_sync_error"])
     if run["packed"]:
-        assert run["trl_sync_error"] is not None and "weight_loader" in run["trl_sync_error"]
+        assert run["trl_sync_error"] is not None and "weight_loader" in run["trl_sync_error"], run["packed"]
     else:
         assert run["trl_sync_error"] is None
 
