@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+from benchmarks.train_step_profile import cpu_name
+
 RUN = """
 import json, time
 import gem_core
@@ -35,27 +37,11 @@ print(json.dumps(seconds))
 """
 
 
-def cpu_name() -> str:
-    try:
-        fields = dict(
-            line.split(":", 1)
-            for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-            if ":" in line
-        )
-    except OSError:
-        return platform.processor() or "unknown CPU"
-    return ", ".join(
-        f"{key.strip()} {fields[key].strip()}"
-        for key in ("Model name", "CPU family", "Model")
-        if key in fields
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    print(f"# {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}, {cpu_name()}, {os.cpu_count()} CPUs")
+    print(f"# {time.strftime('%Y-%m-%dT%H:%MZ', time.gmtime())}, {cpu_name()}")
     print(f"python {platform.python_version()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     runs = []
     for index in range(args.runs):
