@@ -142,6 +142,10 @@ class _Worker:
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         self.ensure_ready()
+        # A launcher that has exited takes its sandbox with it (--die-with-parent), but not at once: a
+        # process inside may still read one more request and answer it. The worker is gone already.
+        if self.proc.poll() is not None:
+            raise WorkerError(f"the sandbox worker exited (status {self.proc.returncode})")
         self._send(request)
         return self._read(time.monotonic() + timeout)
 
