@@ -31,7 +31,7 @@ from benchmarks.baselines.runner import (
     run,
     schedule,
 )
-from benchmarks.baselines.train_run import Resume
+from benchmarks.baselines.train_run import Resume, training_precision
 from benchmarks.bootstrap import bootstrap
 from gem_adapters.runtime.precision import cpu_flags
 
@@ -347,6 +347,7 @@ def test_a_stopped_run_goes_on_from_its_last_step_as_if_never_stopped(tmp_path, 
         time.sleep(0.01)
     process.kill()
     process.wait()
+    assert json.loads(progress.read_text())["bf16"] is False  # the small policy trains in fp32
     assert not stopped.with_suffix(".json").exists()
     assert one(stopped).wait() == 0
 
@@ -381,6 +382,17 @@ def test_a_checkpoint_is_resumed_only_by_its_own_run(tmp_path):
     assert Resume(tmp_path / "run", {"seed": 0, "row": {"gamma": 0.9}}).load()["step"] == 3
     assert Resume(tmp_path / "run", {"seed": 1, "row": {"gamma": 0.9}}).load() is None  # another seed's
     assert not saved.folder.exists()
+
+
+def test_a_resumed_run_keeps_the_precision_its_first_attempt_chose():
+    smollm2 = next(row for row in PLATEAU if row.policy == "smollm2")
+    small = next(row for row in PLATEAU if row.policy == "small")
+    assert training_precision(smollm2, None) is None  # GEMGRPOConfig's choice on the device it meets
+    assert training_precision(small, None) is False
+    assert training_precision(smollm2, {"step": 3}) is None  # a checkpoint from before precision was kept
+    for first in (False, True):  # begun on an AVX2-only CPU, or on one with AVX-512-BF16
+        assert training_precision(smollm2, {"step": 3, "bf16": first}) is first
+        assert training_precision(small, {"step": 3, "bf16": first}) is first
 
 
 def test_what_ran_beside_a_run_is_seen_across_runner_processes(tmp_path):

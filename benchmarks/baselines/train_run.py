@@ -18,10 +18,10 @@ A run stopped before its end (a session that ends mid-run) resumes at its last c
 step whenever that costs at most ``CHECKPOINT_SHARE`` of the time since the previous one (every step of a
 long-step row, every few of a fast one): ``<out>.resume/`` holds TRL's checkpoint (weights, optimizer,
 scheduler, RNG states, the adaptive entropy coefficient) and ``resume.json`` (the warm-up's and
-``before``'s results, the seconds spent and the runs seen beside it so far). The next ``train`` of the same
-row, estimator, seed and steps goes on from there with the same training tasks and sampling seeds, keeps
-the curve's rows up to that step, and deletes the folder when the run's JSON is written; a smoke run keeps
-no checkpoint.
+``before``'s results, the precision, the seconds spent and the runs seen beside it so far). The next
+``train`` of the same row, estimator, seed and steps goes on from there with the same training tasks,
+sampling seeds and precision (``training_precision``), keeps the curve's rows up to that step, and deletes
+the folder when the run's JSON is written; a smoke run keeps no checkpoint.
 
 A mixture row (``Row.parts``) trains on ``gem_adapters.episodes.tasks.mixed_tasks`` in order (TRL's shuffle
 off: every step holds each env's equal share; env ``k`` plays the task seeds its single-env run plays),
@@ -385,6 +385,18 @@ class Resume:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+def training_precision(row: Row, state: dict[str, Any] | None) -> bool | None:
+    """The trainer's ``bf16``: a resumed run keeps its first attempt's (a run is one precision, whichever CPU
+    its later attempts meet). Else SmolLM2 takes GEMGRPOConfig's default, None: bf16 autocast where the
+    device computes it natively; the small policy (hidden size 128) and the 3M tiny LLaVA fp32: their matrix
+    products are too small for bf16 to pay (the small policy's learner pass ran at 0.82x fp32's speed in
+    bf16, SmolLM2's at 2.27x: results/bf16_by_model_size.txt; its learning curve under bf16:
+    results/learning/README.md section 16)."""
+    if state and "bf16" in state:
+        return state["bf16"]
+    return None if row.policy == "smollm2" else False
+
+
 def curve_rows(path: Path, last_step: int) -> list[dict[str, Any]]:
     """The rows of a curve CSV up to ``last_step``, numbers as numbers and empty cells left out."""
     with suppress(FileNotFoundError), open(path, newline="") as f:
@@ -434,15 +446,12 @@ def train(
         before_lines = held_out_lines("before", played_before)
         if resume:
             resume.save(warmup=warmup, before=before, before_lines=before_lines, resumed_at_steps=[])
-    # SmolLM2 trains under GEMGRPOConfig's default (bf16 autocast where the CPU computes it natively); the
-    # small policy (hidden size 128) and the 3M tiny LLaVA in fp32: their matrix products are too small for
-    # bf16 to pay (the small policy's learner pass ran at 0.82x fp32's speed in bf16, SmolLM2's at 2.27x:
-    # results/bf16_by_model_size.txt; its learning curve under bf16: results/learning/README.md section 16).
-    bf16 = None if row.policy == "smollm2" else False
     trainer = grpo_trainer(
-        row, estimator, seed, steps, model, processing_class, renderer, bf16=bf16,
+        row, estimator, seed, steps, model, processing_class, renderer, bf16=training_precision(row, state),
         checkpoints=resume.folder if resume else None,
     )  # fmt: skip
+    if resume:
+        resume.save(bf16=bool(trainer.args.bf16))
     trainer.remove_callback(PrinterCallback)
     out.parent.mkdir(parents=True, exist_ok=True)
     curve_paths = {None: out.with_suffix(".csv")} | {  # a mixture: each env's share of every step too
