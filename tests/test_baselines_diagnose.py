@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 import gem_core
 from benchmarks.baselines.diagnose import (
     FORMAT_ERROR,
@@ -12,6 +14,8 @@ from benchmarks.baselines.diagnose import (
     diagnoses_markdown,
     guesses_against_hints,
     letter_count_error,
+    purchases,
+    purchases_markdown,
     rejected_markdown,
     rejected_moves,
     same_answer_share,
@@ -160,3 +164,57 @@ def test_rejected_moves_replay_held_out_episodes_and_count_the_envs_reasons(tmp_
     text = rejected_markdown(counts)
     assert "| Row #, column # already holds #. | 0.25 | 1.00 |" in text
     assert "before: 1 of 1, after: 0 of 1" in text
+
+
+def shop_episode(seed: int, shortcut: bool) -> dict:
+    """A held-out line of web:Shop-v0: the solver's episode, or (``shortcut``) its search and first listing
+    then ``buy now`` at once, as the runs that dropped their option clicks play it."""
+    actions, total = [], 0.0
+    with gem_core.make("web:Shop-v0") as env:
+        env.reset(seed=seed)
+        shop = env.unwrapped
+        done = False
+        while not done:
+            action = "\\boxed{click[buy now]}" if shortcut and shop.page == "item" else shop.solve_action()
+            _, reward, terminated, truncated, _ = env.step(action)
+            actions.append(action)
+            total += reward
+            done = terminated or truncated
+    return {"phase": "after", "env_id": "web:Shop-v0", "seed": seed, "return": total, "actions": actions}
+
+
+def test_purchases_replay_a_shops_episodes_and_split_them_by_option_clicks(tmp_path):
+    """The solver chooses the instruction's options on the first listing and wins; the shortcut buys that
+    listing with none chosen, for a partial score in 3 turns, discounted to its first turn by gamma^2."""
+    for seed in range(100):  # an instruction with options whose first fitting listing has them
+        solved, shortcut = shop_episode(seed, shortcut=False), shop_episode(seed, shortcut=True)
+        options = len(solved["actions"]) - 3  # search, the listing, its options, buy
+        if options > 0 and solved["return"] == 1.0 and len(shortcut["actions"]) == 3:
+            break
+    else:
+        pytest.fail("no instruction of seeds 0-99 has options on its first fitting listing")
+    assert 0 < shortcut["return"] < 1.0
+    path = tmp_path / "trl-rebn-seed0.heldout.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in (solved, shortcut)))
+    counts = purchases([path], gamma=0.9)["after"]
+    assert counts["episodes"] == counts["replayed"] == 2 and counts["won"] == 1
+    assert counts["option_clicks"] == options
+    assert counts["with options"] == {
+        "purchases": 1,
+        "won": 1,
+        "score": 1.0,
+        "turns": 3 + options,
+        "first_turn_return": pytest.approx(0.9 ** (2 + options)),
+    }
+    assert counts["without options"] == {
+        "purchases": 1,
+        "won": 0,
+        "score": shortcut["return"],
+        "turns": 3,
+        "first_turn_return": pytest.approx(shortcut["return"] * 0.81),
+    }
+    text = purchases_markdown({"after": counts}, 0.9)
+    assert (
+        f"| after RL | 2 (1) | {options} | 1 without options | 0 | {shortcut['return']:.2f} | 3.00 |" in text
+    )
+    assert "after: 2 of 2" in text

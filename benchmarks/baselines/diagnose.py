@@ -12,6 +12,11 @@ carry the same statistics for every step of RL. What a game rejected the trained
 (``rejected_moves``), from the runs' held-out episodes, before and after RL:
 
     python -m benchmarks.baselines rejected plateau game_Sudoku-v1-easy--smollm2
+
+and how a web shop's held-out episodes end (``purchases``): purchases with and without an option chosen,
+their scores and turns, and the score discounted to the episode's first turn:
+
+    python -m benchmarks.baselines purchases plateau web_Shop-v0--smollm2--warmup-64
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from statistics import mean
 from typing import Any
 
 from benchmarks.baselines.players import letter_question
@@ -195,38 +201,49 @@ def diagnoses_markdown(results_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def rejected_moves(heldout_files: Sequence[Path]) -> dict[str, Any]:
-    """Replays the held-out episodes of runs (``<run>.heldout.jsonl``: seed and actions) in their env and
-    counts, per phase (before / after RL), the moves and the reasons the env gave for those it rejected
-    (``info["invalid_move"]``): its observation's first line without "Invalid move.", quoted text and
-    numbers masked ("Row #, column # already holds #."), or ``FORMAT_ERROR`` (``info["format_error"]``:
-    no move read at all). ``replayed`` of ``episodes``: the episodes whose replayed return is the recorded
-    one; an env whose observations depend on more than its seed and the actions (an LLM-played user, a
-    tool's clock) does not replay, and its counts say so."""
+def _replayed(
+    heldout_files: Sequence[Path], before_move: Callable[[Any, str], Any] = lambda env, action: None
+) -> Iterator[tuple[dict[str, Any], list[tuple[Any, str, dict[str, Any]]], bool]]:
+    """Each held-out episode of runs (``<run>.heldout.jsonl``: seed and actions) replayed in its env:
+    ``(line, moves, replayed)``, a move ``(before_move(env, action) ahead of it, observation, info)``, and
+    ``replayed``: its return is the recorded one (an env whose observations depend on more than its seed
+    and the actions, an LLM-played user or a tool's clock, does not replay)."""
     import gem_core
 
-    counts: dict[str, Any] = {}
     for path in heldout_files:
         for line in map(json.loads, path.read_text().splitlines()):
-            phase = counts.setdefault(
-                line["phase"], {"moves": 0, "episodes": 0, "replayed": 0, "rejected": Counter()}
-            )
-            total = 0.0
+            moves, total = [], 0.0
             with gem_core.make(line["env_id"]) as env:
                 env.reset(seed=line["seed"])
                 for action in line["actions"]:
+                    seen = before_move(env.unwrapped, action)
                     observation, reward, terminated, truncated, info = env.step(action)
                     total += reward
-                    phase["moves"] += 1
-                    if info.get("invalid_move"):
-                        first = str(observation).splitlines()[0].removeprefix("Invalid move.").strip()
-                        phase["rejected"][_NUMBER.sub("#", _QUOTED.sub("'…'", first))] += 1
-                    elif info.get("format_error"):
-                        phase["rejected"][FORMAT_ERROR] += 1
+                    moves.append((seen, str(observation), info))
                     if terminated or truncated:
                         break
-            phase["episodes"] += 1
-            phase["replayed"] += abs(total - line["return"]) < 1e-6
+            yield line, moves, abs(total - line["return"]) < 1e-6
+
+
+def rejected_moves(heldout_files: Sequence[Path]) -> dict[str, Any]:
+    """Counts, per phase (before / after RL), the replayed held-out moves and the reasons the env gave for
+    those it rejected (``info["invalid_move"]``): its observation's first line without "Invalid move.",
+    quoted text and numbers masked ("Row #, column # already holds #."), or ``FORMAT_ERROR``
+    (``info["format_error"]``: no move read at all). ``replayed`` of ``episodes``: see ``_replayed``."""
+    counts: dict[str, Any] = {}
+    for line, moves, replayed in _replayed(heldout_files):
+        phase = counts.setdefault(
+            line["phase"], {"moves": 0, "episodes": 0, "replayed": 0, "rejected": Counter()}
+        )
+        for _, observation, info in moves:
+            phase["moves"] += 1
+            if info.get("invalid_move"):
+                first = observation.splitlines()[0].removeprefix("Invalid move.").strip()
+                phase["rejected"][_NUMBER.sub("#", _QUOTED.sub("'…'", first))] += 1
+            elif info.get("format_error"):
+                phase["rejected"][FORMAT_ERROR] += 1
+        phase["episodes"] += 1
+        phase["replayed"] += replayed
     return counts
 
 
@@ -246,4 +263,72 @@ def rejected_markdown(counts: dict[str, Any]) -> str:
         shares = [f"{counts[p]['rejected'][reason] / max(counts[p]['moves'], 1):.2f}" for p in phases]
         lines.append(f"| {reason} | " + " | ".join(shares) + " |")
     replayed = ", ".join(f"{p}: {counts[p]['replayed']} of {counts[p]['episodes']}" for p in phases)
+    return "\n".join(lines) + f"\n\nEpisodes whose replay gave the recorded return: {replayed}."
+
+
+def _option_click(env: Any, action: str) -> bool:
+    """Whether ``action`` chooses an option of the item page ``env`` (a ``web:Shop`` env) shows."""
+    from gem_core.envs.web.catalog import products_by_asin
+    from gem_core.envs.web.shop import parse_action
+
+    parsed = parse_action(action)
+    return (
+        env.page == "item"
+        and parsed is not None
+        and parsed[0] == "click"
+        and parsed[1] in products_by_asin()[env.asin].option_values
+    )
+
+
+def purchases(heldout_files: Sequence[Path], gamma: float) -> dict[str, Any]:
+    """How a web shop's held-out episodes (``web:Shop-*``) end, per phase (before / after RL), replayed:
+    episodes, wins, option clicks (an option of the item page chosen) and the purchases (``buy now``) with
+    and without one, each with its count, wins, mean score, turns and the score discounted to the
+    episode's first turn (score x gamma^(turns - 1): what the discounted return gives the turns that chose
+    the search and the listing)."""
+    counts: dict[str, Any] = {}
+    for line, moves, replayed in _replayed(heldout_files, _option_click):
+        phase = counts.setdefault(line["phase"], {"episodes": 0, "replayed": 0, "won": 0, "option_clicks": 0})
+        clicks = sum(seen for seen, _, _ in moves)
+        phase["episodes"] += 1
+        phase["replayed"] += replayed
+        phase["option_clicks"] += clicks
+        final = moves[-1][2] if moves else {}
+        phase["won"] += bool(final.get("success"))
+        if "score" in final:  # bought
+            group = phase.setdefault("with options" if clicks else "without options", [])
+            group.append((final["score"], len(moves), bool(final.get("success"))))
+    for phase in counts.values():
+        for name in ("with options", "without options"):
+            bought = phase.pop(name, [])
+            phase[name] = {
+                "purchases": len(bought),
+                "won": sum(won for _, _, won in bought),
+                "score": mean(score for score, _, _ in bought) if bought else None,
+                "turns": mean(turns for _, turns, _ in bought) if bought else None,
+                "first_turn_return": (
+                    mean(score * gamma ** (turns - 1) for score, turns, _ in bought) if bought else None
+                ),
+            }
+    return counts
+
+
+def purchases_markdown(counts: dict[str, Any], gamma: float) -> str:
+    """``purchases`` as a table: one line per phase and kind of purchase."""
+    lines = [
+        f"| phase | episodes (won) | option clicks | purchases | won | score | turns | score x {gamma}^(turns-1) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for phase in (p for p in ("before", "after") if p in counts):
+        c = counts[phase]
+        for name in ("with options", "without options"):
+            g = c[name]
+            numbers = [
+                f"{g[k]:.2f}" if g[k] is not None else "–" for k in ("score", "turns", "first_turn_return")
+            ]
+            lines.append(
+                f"| {phase} RL | {c['episodes']} ({c['won']}) | {c['option_clicks']} | {g['purchases']} {name} | "
+                f"{g['won']} | " + " | ".join(numbers) + " |"
+            )
+    replayed = ", ".join(f"{p}: {c['replayed']} of {c['episodes']}" for p, c in counts.items())
     return "\n".join(lines) + f"\n\nEpisodes whose replay gave the recorded return: {replayed}."

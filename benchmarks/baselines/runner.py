@@ -8,6 +8,7 @@
     python -m benchmarks.baselines run mixture --workers 2      # one policy on 4 plateau envs, in .../mixture/
     python -m benchmarks.baselines diagnose plateau ROW [--seed 0]  # what RL starts from (diagnose.py)
     python -m benchmarks.baselines rejected plateau ROW  # why a game rejected the held-out moves
+    python -m benchmarks.baselines purchases plateau ROW  # how a web shop row's held-out episodes end
 
 ``run`` trains every (row, estimator, seed) of the table whose summary JSON does not exist yet, one
 process per run with ``OMP_NUM_THREADS=1`` (``--threads``); ``--workers`` rows at a time, a row's runs one
@@ -798,6 +799,10 @@ def main(argv: list[str] | None = None) -> None:
     rejected.add_argument("table", choices=sorted(TABLES))
     rejected.add_argument("row", help="a row name (e.g. game_Sudoku-v1-easy--smollm2)")
     rejected.add_argument("--results", type=Path, help="results folder (default: the table's)")
+    purchases = commands.add_parser("purchases", help="how a web shop row's held-out episodes end")
+    purchases.add_argument("table", choices=sorted(TABLES))
+    purchases.add_argument("row", help="a row name (e.g. web_Shop-v0--smollm2--warmup-64)")
+    purchases.add_argument("--results", type=Path, help="results folder (default: the table's)")
     one = commands.add_parser("one", help="one run (what `run` starts in a process of its own)")
     one.add_argument("row")
     one.add_argument("estimator")
@@ -823,13 +828,19 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"no row named {args.row!r} in any table")
         summary = train(row, args.estimator, args.seed, args.out, steps=args.steps, smoke=args.smoke)
         print(json.dumps({k: summary[k] for k in ("before", "after", "steps", "seconds_per_step", "wall_s")}))
-    elif args.command == "rejected":
-        from benchmarks.baselines.diagnose import rejected_markdown, rejected_moves
+    elif args.command in ("rejected", "purchases"):
+        from benchmarks.baselines import diagnose
 
         files = sorted((args.results / "runs" / args.row).glob("*.heldout.jsonl"))
         if not files:
             raise SystemExit(f"no held-out episodes of {args.row!r} under {args.results / 'runs'}")
-        print(rejected_markdown(rejected_moves(files)))
+        if args.command == "rejected":
+            print(diagnose.rejected_markdown(diagnose.rejected_moves(files)))
+        else:
+            row = next((r for r in TABLES[args.table] if r.name == args.row), None)
+            if row is None:
+                raise SystemExit(f"no row named {args.row!r} in {args.table}")
+            print(diagnose.purchases_markdown(diagnose.purchases(files, row.gamma), row.gamma))
     elif args.command == "diagnose":
         from benchmarks.baselines.diagnose import diagnose
 
