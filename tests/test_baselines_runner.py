@@ -553,7 +553,8 @@ def test_the_plateau_table_meets_the_issue_budgets():
     assert {r.env_id for r in envs} == {r.env_id for r in ENVS}
     for row in PLATEAU:
         assert row.verdict in VERDICTS and row.expectation.startswith(row.verdict)
-        assert row.gamma == 0.9 and len(row.seeds) >= 3 and "rebn" in row.estimators
+        assert len(row.seeds) >= 3 and "rebn" in row.estimators
+        assert row.gamma == 0.9 or row.change.endswith(f"gamma-{row.gamma:g}")  # a change row tries another
         if row.policy == "small":
             assert row.steps >= 60 and row.episodes_per_step >= 64
         elif row.policy == "smollm2":

@@ -973,6 +973,28 @@ PLATEAU += [
         "each row lacks listed, the row's rule becomes copying and the column and box are left to read: a "
         "few more wins a batch, a slow rise",
     ),
+    _tried(
+        "web_Shop-v0--smollm2--warmup-64",
+        "gamma-1",
+        "learns slowly",
+        gamma=1.0,
+        expectation="learns slowly: after the 64-episode warm-up two seeds kept choosing options and rose "
+        "(0.12 -> 0.42, 0.29 -> 0.33) while the third dropped them for good by step 9 (0.25 -> 0.00: a "
+        "search, a listing and buy now, no group with a signal). After RL a purchase with an option chosen "
+        "scores 0.79 and holds every win, one without 0.61 (`purchases`); discounted by gamma 0.9 to the "
+        "first turn that edge halves (0.58 against 0.49). With gamma 1 every turn gets the purchase's "
+        "score, so the options keep their full edge and no seed should drop them: a slow rise",
+    ),
+    _tried(
+        "web_WikiGame-v0-easy--smollm2",
+        "warmup-64",
+        "learns slowly",
+        warmup_episodes=64,
+        expectation="learns slowly: after the 32-episode warm-up every seed learnt to click links that exist "
+        "(invalid clicks 23-29% -> 0-3%) and none reached a target in 24 held-out games; the batches won "
+        "1.8-2.6% of their episodes. Twice the solver's shortest paths (as Shop's warmup-64, which lifted "
+        "its start from 0.04 to 0.22) should leave wins in most batches for RL to raise: a slow rise",
+    ),
 ]
 
 # ---- the mixture row (issue 58, item 4) -----------------------------------------------------------------
