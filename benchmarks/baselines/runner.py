@@ -761,6 +761,14 @@ def plan_markers(table: str) -> tuple[str, str]:
     return README_PLAN if table == "envs" else (f"<!-- plan-{table}:start -->", f"<!-- plan-{table}:end -->")
 
 
+def table_row(table: str, name: str) -> Row:
+    """The row ``name`` of ``table``; a clear exit if it has none."""
+    row = next((r for r in TABLES[table] if r.name == name), None)
+    if row is None:
+        raise SystemExit(f"no row named {name!r} in {table}")
+    return row
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -837,17 +845,12 @@ def main(argv: list[str] | None = None) -> None:
         if args.command == "rejected":
             print(diagnose.rejected_markdown(diagnose.rejected_moves(files)))
         else:
-            row = next((r for r in TABLES[args.table] if r.name == args.row), None)
-            if row is None:
-                raise SystemExit(f"no row named {args.row!r} in {args.table}")
+            row = table_row(args.table, args.row)
             print(diagnose.purchases_markdown(diagnose.purchases(files, row.gamma), row.gamma))
     elif args.command == "diagnose":
         from benchmarks.baselines.diagnose import diagnose
 
-        row = next((r for r in TABLES[args.table] if r.name == args.row), None)
-        if row is None:
-            raise SystemExit(f"no row named {args.row!r} in {args.table}")
-        out = diagnose(row, args.seed, args.results)
+        out = diagnose(table_row(args.table, args.row), args.seed, args.results)
         print(json.dumps(json.loads(out.read_text())["stats"], indent=1), f"\n-> {out}")
     elif args.command == "run":
         run(
