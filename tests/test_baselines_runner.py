@@ -26,6 +26,7 @@ from benchmarks.baselines.runner import (
     Overlaps,
     envs_markdown,
     measured_from_parts,
+    measurement,
     plan_markdown,
     report,
     run,
@@ -786,6 +787,21 @@ def test_the_mixture_plan_is_measured_from_its_parts_runs(tmp_path):
     assert measured_from_parts(row, tmp_path / "nothing") is None
     text = plan_markdown("mixture")  # from the committed envs runs of its parts
     assert "not measured" not in text and text.count("\n") == len(MIXTURE) + 2
+
+
+def test_a_change_on_a_change_is_priced_from_the_nearest_row_measured(tmp_path):
+    """Shop's gamma-1 tries its change on the warmup-64 row: its steps cost what warmup-64's measured, not
+    the plain row's, and the plain row's once warmup-64 has no finished run."""
+    row = next(r for r in PLATEAU if r.change == "warmup-64--gamma-1")
+    for folder, seconds in ((row.base_name, 100.0), (f"{row.base_name}--warmup-64", 300.0)):
+        (tmp_path / "runs" / folder).mkdir(parents=True)
+        run_summary = summary(0, 0.1, 0.2, episodes_per_step=16, seconds_per_step=seconds, train_s=10.0)
+        run_summary["before"] |= {"seconds": 1.0, "episodes": 10}
+        run_summary["after"] |= {"seconds": 1.0, "episodes": 10}
+        (tmp_path / "runs" / folder / "trl-rebn-seed0.json").write_text(json.dumps(run_summary))
+    assert measurement(row, tmp_path)["seconds_per_step"] == pytest.approx(300.0)
+    (tmp_path / "runs" / f"{row.base_name}--warmup-64" / "trl-rebn-seed0.json").unlink()
+    assert measurement(row, tmp_path)["seconds_per_step"] == pytest.approx(100.0)
 
 
 def test_mixture_check_runs_end_to_end(repo):

@@ -642,10 +642,12 @@ def measured_from_parts(row: Row, results_dir: Path = results.RESULTS) -> dict[s
 
 def measurement(row: Row, table_dir: Path) -> dict[str, Any] | None:
     """What ``row``'s cost is predicted from: the finished runs of the row itself under ``table_dir``, else
-    those of the row it tries a change on there, else (a mixture) its parts' in the table it is compared
-    with or the ``envs`` table, else the ``envs`` table's runs of its base row."""
-    for folder in dict.fromkeys((row.name, row.base_name)):  # one folder where the row changes nothing
-        measured = measured_from_runs(row, table_dir, folder)
+    those of the nearest row it tries a change on there (a change on a change: the row of the first change,
+    then the env's plain row), else (a mixture) its parts' in the table it is compared with or the ``envs``
+    table, else the ``envs`` table's runs of its base row."""
+    slugs = row.change.split("--") if row.change else []
+    for kept in range(len(slugs), -1, -1):
+        measured = measured_from_runs(row, table_dir, "--".join([row.base_name, *slugs[:kept]]))
         if measured is not None:
             return measured
     if row.parts:
