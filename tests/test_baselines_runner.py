@@ -658,10 +658,11 @@ def test_schedule_and_plan(tmp_path):
                   warmup_s=200.0)  # fmt: skip
     run["before"] |= {"seconds": 100.0, "episodes": 24}
     run["after"] |= {"seconds": 100.0, "episodes": 24}
+    run["precision"] = "fp32"  # the price holds for CPUs that compute as the runs did: the cell says which
     stem.with_suffix(".json").write_text(json.dumps(run))
     line = plan_line(tmp_path, row.env_id)
     cells = [c.strip() for c in line.split("|")]
-    assert cells[8] == "80.0 at 16 -> 80.0" and cells[12] == f"1/{len(row.seeds)}"
+    assert cells[8] == "80.0 (fp32) at 16 -> 80.0" and cells[12] == f"1/{len(row.seeds)}"
     hours = float(cells[11])  # 3 seeds x (24 steps x 80 s + 200 s evaluations + 200 s warm-up + 80 s else)
     assert hours == pytest.approx(3 * (24 * 80 + 480) / 3600, abs=0.01)
     begin, end = map(float, cells[13].split("-"))

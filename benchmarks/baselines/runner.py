@@ -586,7 +586,9 @@ def measured_from_runs(
     """A smoke-line-like measurement of ``row`` from the finished runs under ``results_dir/runs/folder``
     (default: the ``envs`` table's runs of the row's base name, every estimator and seed), with the
     episodes per step and warm-up episodes they ran at (``ref_episodes_per_step``, ``ref_warmup_episodes``)
-    and whether they predate the long-step speedup (``predates_long_step``: the ``envs`` table's do)."""
+    whether they predate the long-step speedup (``predates_long_step``: the ``envs`` table's do) and the
+    precision they computed in (``precision``: "fp32", "bf16 autocast", both joined, or "" where unrecorded),
+    which the seconds depend on by a factor of 2-3 between CPUs with and without bf16 units."""
     runs = [
         json.loads(p.read_text())
         for p in sorted((results_dir / "runs" / (folder or row.base_name)).glob(f"{FRAMEWORK}-*.json"))
@@ -614,6 +616,7 @@ def measured_from_runs(
         ),
         "source": f"{len(runs)} runs",
         "predates_long_step": results_dir == results.RESULTS,
+        "precision": ", ".join(sorted({r["precision"] for r in runs if r.get("precision")})),
     }
 
 
@@ -715,8 +718,8 @@ def plan_markdown(table: str, results_dir: Path | None = None, workers: int = 2)
         with open(table_dir / "smoke.csv") as f:
             smoked = {line["row"]: line for line in csv.DictReader(f)}
     lines = [
-        "| # | env | category | policy | estimators | seeds | steps x episodes/step | s/step measured at "
-        "episodes/step -> predicted | warm-up build h | h per estimator | h for the row | runs finished | "
+        "| # | env | category | policy | estimators | seeds | steps x episodes/step | s/step (precision) measured "
+        "at episodes/step -> predicted | warm-up build h | h per estimator | h for the row | runs finished | "
         "runs (h from now) | verdict (set before) | expectation (set before the run) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -736,10 +739,12 @@ def plan_markdown(table: str, results_dir: Path | None = None, workers: int = 2)
         built.add(row.name)
         hours = build + per_estimator * len(row.estimators)
         predicted, halved = step_seconds(row, measured)
+        precision = measured.get("precision")
         costs.append(hours)
         left.append(build + (hours - build) * (planned - finished) / planned)
         cells.append(
-            f" {float(measured['seconds_per_step']):.1f} at {float(measured.get('ref_episodes_per_step') or row.episodes_per_step):g}"
+            f" {float(measured['seconds_per_step']):.1f}{f' ({precision})' if precision else ''}"
+            f" at {float(measured.get('ref_episodes_per_step') or row.episodes_per_step):g}"
             f" -> {predicted:.1f}{' (/2)' if halved else ''} | "
             f"{build:.2f} | {per_estimator:.2f} | {hours:.2f} | {finished}/{planned} |"
         )
