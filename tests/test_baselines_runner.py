@@ -640,6 +640,15 @@ def test_the_report_puts_a_tried_change_after_its_row(tmp_path):
     assert float(lines[1]["success_after"]) > float(lines[0]["success_after"])
 
 
+def timed_run(eval_seconds: float, eval_episodes: int, **extra) -> dict:
+    """A finished run's summary whose before and after evaluations each took ``eval_seconds`` over
+    ``eval_episodes`` episodes: what the plan's cost is measured from."""
+    run = summary(0, 0.1, 0.2, **extra)
+    for phase in ("before", "after"):
+        run[phase] |= {"seconds": eval_seconds, "episodes": eval_episodes}
+    return run
+
+
 def plan_line(table_dir: Path, env_id: str) -> str:
     return next(line for line in plan_markdown("plateau", table_dir).splitlines() if f"| {env_id} |" in line)
 
@@ -654,11 +663,9 @@ def test_schedule_and_plan(tmp_path):
     row = next(r for r in PLATEAU if r.policy == "smollm2" and not r.change and r.env_id == "web:Shop-v0")
     stem = results.run_stem(tmp_path, row.name, "trl", row.estimators[0], row.seeds[0])
     stem.parent.mkdir(parents=True)
-    run = summary(0, 0.1, 0.2, episodes_per_step=16, seconds_per_step=80.0, train_s=1920.0, wall_s=2400.0,
-                  warmup_s=200.0)  # fmt: skip
-    run["before"] |= {"seconds": 100.0, "episodes": 24}
-    run["after"] |= {"seconds": 100.0, "episodes": 24}
-    run["precision"] = "fp32"  # the price holds for CPUs that compute as the runs did: the cell says which
+    # the price holds for CPUs that compute as the runs did: the cell says which (precision)
+    run = timed_run(100.0, 24, episodes_per_step=16, seconds_per_step=80.0, train_s=1920.0, wall_s=2400.0,
+                    warmup_s=200.0, precision="fp32")  # fmt: skip
     stem.with_suffix(".json").write_text(json.dumps(run))
     line = plan_line(tmp_path, row.env_id)
     cells = [c.strip() for c in line.split("|")]
@@ -772,11 +779,9 @@ def test_the_mixture_plan_is_measured_from_its_parts_runs(tmp_path):
         folder = tmp_path / "runs" / part.name
         folder.mkdir(parents=True)
         # part i's warm-up: 1,000 x (i + 1) SFT sequences built in 100 x i s (the first part's was cached)
-        run_summary = summary(0, 0.1, 0.2, episodes_per_step=32, seconds_per_step=float(i + 1), train_s=10.0,
-                              warmup_build_s=100.0 * i, policy_warmup_steps=125 * (i + 1),
-                              policy_warmup_batch=8)  # fmt: skip
-        run_summary["before"] |= {"seconds": 1.0, "episodes": 10}
-        run_summary["after"] |= {"seconds": 1.0, "episodes": 10}
+        run_summary = timed_run(1.0, 10, episodes_per_step=32, seconds_per_step=float(i + 1), train_s=10.0,
+                                warmup_build_s=100.0 * i, policy_warmup_steps=125 * (i + 1),
+                                policy_warmup_batch=8)  # fmt: skip
         (folder / "trl-rebn-seed0.json").write_text(json.dumps(run_summary))
     measured = measured_from_parts(row, tmp_path)
     # a step of 64 episodes, 16 of each env: the mean of the parts' seconds per episode x 64
@@ -796,9 +801,7 @@ def test_a_change_on_a_change_is_priced_from_the_nearest_row_measured(tmp_path):
     row = next(r for r in PLATEAU if r.change == "warmup-64--gamma-1")
     for folder, seconds in ((row.base_name, 100.0), (f"{row.base_name}--warmup-64", 300.0)):
         (tmp_path / "runs" / folder).mkdir(parents=True)
-        run_summary = summary(0, 0.1, 0.2, episodes_per_step=16, seconds_per_step=seconds, train_s=10.0)
-        run_summary["before"] |= {"seconds": 1.0, "episodes": 10}
-        run_summary["after"] |= {"seconds": 1.0, "episodes": 10}
+        run_summary = timed_run(1.0, 10, episodes_per_step=16, seconds_per_step=seconds, train_s=10.0)
         (tmp_path / "runs" / folder / "trl-rebn-seed0.json").write_text(json.dumps(run_summary))
     assert measurement(row, tmp_path)["seconds_per_step"] == pytest.approx(300.0)
     (tmp_path / "runs" / f"{row.base_name}--warmup-64" / "trl-rebn-seed0.json").unlink()
