@@ -843,6 +843,17 @@ PLATEAU += [
         "says its steps are noisy, so a slow rise at most",
     ),
     _tried(
+        "rg_sum-learn--small",
+        "gold-warmup",
+        "learns slowly",
+        small_task="sum_gold",
+        expectation="learns slowly: the 60%-right player with 1,600 SFT steps did not add (0.03 -> 0.06 "
+        "[0.05, 0.09]) and gold answers with 1,600 steps left no room (0.97, lowered to 0.83 by RL). Gold "
+        "answers with the row's 400 steps stop the warm-up short of 0.97, where some sums are right and "
+        "groups of 8 hold both a right and a wrong answer; that RL lowered the near-perfect policy says "
+        "its steps at lr 5e-4 are noisy, so a slow rise at most",
+    ),
+    _tried(
         "logic_RuleTaker-v0-d1--smollm2",
         "kl-0.04",
         "does not learn",
