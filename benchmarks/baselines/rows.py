@@ -854,6 +854,17 @@ PLATEAU += [
         "its steps at lr 5e-4 are noisy, so a slow rise at most",
     ),
     _tried(
+        "rg_sum-learn--small",
+        "gold-warmup-x2",
+        "learns slowly",
+        small_task="sum_gold",
+        small_warmup_steps=800,
+        expectation="learns slowly: gold answers with 400 SFT steps leave 0.06 right before RL (0.06 -> 0.10 "
+        "[0.08, 0.12], under chance 0.11), with 1,600 steps 0.97: the policy learns to add between the two. "
+        "800 steps should land between, where groups of 8 hold both a right and a wrong sum; RL lowered the "
+        "near-perfect policy, so its steps are noisy: a slow rise at most",
+    ),
+    _tried(
         "logic_RuleTaker-v0-d1--smollm2",
         "kl-0.04",
         "does not learn",
