@@ -16,6 +16,7 @@ from gem_adapters.evaluation.errors import EvalError, one_line, reason
 from gem_adapters.policies.base import Policy
 from gem_adapters.policies.openai_http import OpenAICompletionsPolicy
 from gem_core import Env
+from gem_core.envs.multiagent import MultiAgentEnv, SingleAgentView
 
 
 @dataclass
@@ -51,8 +52,12 @@ def random_agent() -> Agent:
 
 
 def has_solver(env: Env) -> bool:
-    """Whether the game in play (after ``reset``) has a scripted solver: overrides ``Env.solve_action``."""
-    return type(innermost_game(env)).solve_action is not Env.solve_action
+    """Whether the game in play (after ``reset``) has a scripted solver: overrides ``Env.solve_action``
+    (a multi-agent env seen from one agent: ``MultiAgentEnv.solve_action``)."""
+    game = innermost_game(env)
+    if isinstance(game, SingleAgentView):
+        return type(game.env).solve_action is not MultiAgentEnv.solve_action
+    return type(game).solve_action is not Env.solve_action
 
 
 def solver_agent() -> Agent:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import gem_core
+from gem_adapters.evaluation import has_solver
 from gem_core.envs.multiagent import MultiAgentEnv, SingleAgentView, rollout
 from gem_core.envs.multiagent.core import MAX_MESSAGES, split_messages
 from gem_core.envs.multiagent.customer_service import (
@@ -23,6 +24,7 @@ from gem_core.envs.multiagent.customer_service import (
 )
 from gem_core.envs.multiagent.retail_data import DATABASE, SCENARIOS, call
 from gem_core.envs.multiagent.tictactoe import TicTacToeEnv, minimax_policy, read_board, tictactoe, winner
+from gem_core.parsing import extract_boxed
 
 IDS = ["multiagent:TicTacToe-v0", "multiagent:TicTacToe-v0-random", "multiagent:CustomerService-v0"]
 
@@ -206,6 +208,28 @@ def test_tictactoe_view_against_minimax_and_random():
         assert reward >= 0.0
         wins += info["success"]
     assert wins > 5
+
+
+def test_the_solver_is_minimax_for_the_agent_to_move():
+    env = gem_core.make("multiagent:TicTacToe-v0-random")  # the learner plays x
+    wins = 0
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        while True:
+            action = env.solve_action()
+            assert action == minimax_policy(obs)
+            obs, reward, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        assert reward >= 0.0 and env.solve_action() is None  # never loses; nothing to solve at the end
+        wins += info["success"]
+    assert wins >= 15
+    inner = TicTacToeEnv()
+    inner.reset(seed=0)
+    assert inner.solve_action("o") is None and extract_boxed(inner.solve_action("x")) in set("123456789")
+    customer_service = gem_core.make("multiagent:CustomerService-v0")
+    customer_service.reset(seed=0)
+    assert has_solver(env) and not has_solver(customer_service)  # what `gem eval --model solver` plays
 
 
 def test_invalid_moves_are_penalised_and_the_third_forfeits():

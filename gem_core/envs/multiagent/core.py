@@ -148,6 +148,11 @@ class MultiAgentEnv(EnvBase):
         default) where the env does not enumerate them."""
         return None
 
+    def solve_action(self, agent: str) -> str | None:
+        """The scripted solver's move for ``agent`` now (``Env.solve_action``); None (the default) where
+        the env has no solver."""
+        return None
+
 
 def rollout(
     env: MultiAgentEnv, policies: Mapping[str, Policy], seed: int | None = None, max_steps: int = 1_000

@@ -103,6 +103,9 @@ class SingleAgentView(Env[str]):
     def sample_legal_action(self) -> str | None:
         return self.env.sample_legal_action(self.agent)
 
+    def solve_action(self) -> str | None:
+        return self.env.solve_action(self.agent)
+
     def spawn(self, same_state: bool = False, **overrides: Any) -> SingleAgentView:
         """A view of a spawned inner env (``overrides`` go to it) with the same agent and policies."""
         clone = SingleAgentView(self.env.spawn(**overrides), self.agent, self.policies)

@@ -12,8 +12,9 @@ on the board). Each agent's observation shows the board and whose turn it is.
 |                                                     | the other                             |
 
 ``minimax_policy`` reads only the observation text (the board and which mark it plays) and plays
-perfectly: it never loses. Ids: ``multiagent:TicTacToe-v0`` (you are x against minimax as o),
-``multiagent:TicTacToe-v0-random`` (against uniformly random moves).
+perfectly: it never loses; ``solve_action`` is the same player on the env's board. Ids:
+``multiagent:TicTacToe-v0`` (you are x against minimax as o), ``multiagent:TicTacToe-v0-random``
+(against uniformly random moves).
 """
 
 from __future__ import annotations
@@ -115,6 +116,12 @@ class TicTacToeEnv(MultiAgentEnv):
     def sample_legal_action(self, agent: str) -> str | None:
         free = [i + 1 for i, mark in enumerate(self.board) if mark == "."]
         return f"\\boxed{{{self.action_rng.choice(free)}}}" if free else None
+
+    def solve_action(self, agent: str) -> str | None:
+        """Minimax's move for ``agent`` on the board it is shown; None when it is not ``agent``'s turn."""
+        if self.current_agent != agent:  # None once the game is over
+            return None
+        return f"\\boxed{{{_minimax(self.board, agent)[1] + 1}}}"
 
     def _random_action(self, agent: str) -> str:
         free = [i + 1 for i, mark in enumerate(self.board) if mark == "."] or [5]
