@@ -2,7 +2,7 @@
 
 An agent is one of:
   ``random``   each env's ``sample_random_action`` (its generator re-seeded per episode and sample)
-  ``solver``   the env's scripted solver (``Env.solve_action``; the games have one)
+  ``solver``   the env's scripted solver (``Env.solve_action``; the games and TicTacToe have one)
   a model      ``smollm2`` (the offline SmolLM2-135M-Instruct), ``tiny`` (a random ~1M-parameter
                Llama on SmolLM2's tokenizer, for tests), a local transformers model folder, or an
                ``http(s)://`` URL of an OpenAI-compatible ``/v1/completions`` server (vLLM)

@@ -87,7 +87,9 @@ def unplayable_envs(agent: Agent, env_ids: Sequence[str], seed: int) -> dict[str
         with make(env_id) as env:
             env.reset(seed=seed)
             if not has_solver(env):
-                skipped[env_id] = "it has no scripted solver (Env.solve_action; the games have one)"
+                skipped[env_id] = (
+                    "it has no scripted solver (Env.solve_action; the games and TicTacToe have one)"
+                )
     return skipped
 
 
