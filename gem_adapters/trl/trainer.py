@@ -62,6 +62,7 @@ from gem_adapters.episodes.chat_renderer import ChatRenderer
 from gem_adapters.episodes.episode import Episode
 from gem_adapters.episodes.episode_stats import episode_stats
 from gem_adapters.policies.base import mark_weights_updated
+from gem_adapters.runtime.allocator import trim_above
 from gem_adapters.runtime.timing import PhaseClock, minor_faults
 from gem_adapters.trl.config import GEMGRPOConfig
 from gem_adapters.trl.rollout import make_rollout_func
@@ -212,7 +213,9 @@ class GEMGRPOTrainer(GRPOTrainer):
 
     def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
         with self.clock.phase("training_step"):
-            return super().training_step(model, inputs, num_items_in_batch)
+            loss = super().training_step(model, inputs, num_items_in_batch)
+        trim_above()  # a never-trimmed heap (reuse_freed_memory) fragments over a long run: bound it
+        return loss
 
     def compute_loss(self, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         with self.clock.phase("forward"):

@@ -47,3 +47,28 @@ def test_gem_malloc_default_leaves_glibc_alone():
     import os
 
     assert steps("tuned", {**os.environ, "GEM_MALLOC": "default"})["tuned"] is False
+
+
+TRIM = """
+import json, sys
+import numpy as np
+from gem_adapters.runtime.allocator import memory_bytes, resident_bytes, reuse_freed_memory, trim_above
+reuse_freed_memory()
+buffers = [np.ones(4_000_000, dtype=np.float32) for _ in range(8)]  # 128 MB from the never-trimmed heap
+del buffers
+held = resident_bytes()
+under = trim_above(1.0)  # a process that holds less than the whole machine is left alone
+kept = resident_bytes()
+over = trim_above(held / memory_bytes() / 2)  # one that holds more than its share gives free pages back
+print(json.dumps({"held": held, "kept": kept, "after": resident_bytes(), "under": under, "over": over}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_trim_above_returns_free_pages_only_past_its_share_of_memory():
+    done = subprocess.run([sys.executable, "-c", TRIM], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    trimmed = json.loads(done.stdout)
+    assert trimmed["under"] is False and trimmed["over"] is True
+    assert trimmed["kept"] > trimmed["held"] - 16_000_000  # not trimmed: the freed 128 MB stay resident
+    assert trimmed["after"] < trimmed["held"] - 100_000_000  # trimmed: they go back to the kernel
