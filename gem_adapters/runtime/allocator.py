@@ -10,7 +10,7 @@ The process keeps its high-water mark of memory instead of returning it between 
 
 That mark creeps up where buffers change size from step to step (episodes of varying length): freed chunks
 of the never-trimmed heap fragment, and a long run grows without bound (a 24-step SmolLM2 run on the web
-shop reached 24 GB and was killed by the kernel; a Mastermind run held 4.7 GB after its first step and 11 GB
+shop reached 24 GB and was killed by the kernel; a Mastermind run held 4.7 GB during its first step and 11 GB
 after its eighth, against 1.5-3.2 GB between steps with the free pages returned). ``trim_above`` bounds
 it: called between steps, it hands every free page back (``malloc_trim``) once the process holds more than
 a share of the machine's memory, so short runs keep the saved faults and long ones stay under the bound.
