@@ -19,7 +19,7 @@ GEMGRPOTrainer calls it after each training step.
 Measured on the default ``examples/train_trl.py`` run (``benchmarks/results/train_step_profile.txt``),
 against glibc's defaults and against jemalloc, which on this workload faulted more than glibc.
 
-    from gem_adapters.runtime.allocator import reuse_freed_memory
+    from gem_adapters.runtime.allocator import reuse_freed_memory, trim_above
 
     reuse_freed_memory()  # at the start of a training script; a no-op where the C library is not glibc
     trim_above(0.5)  # between steps: free pages back to the kernel once RSS is over half the memory
