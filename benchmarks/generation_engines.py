@@ -12,6 +12,9 @@ Two measurements, each engine in a process of its own (one after the other, run 
 * the decode ceiling: B=32 prompts of 256 random ids, greedy, no stop; decode tok/s = 32 x 32 /
   (t(33 new tokens) - t(1)), best of ``--repeats``.
 
+The KV engine runs its fused forward for Llama-style models (``policies.decoder_forward``); the
+``transformers' forward`` rows run the same engine through the model's own modules.
+
     .venv-vllm/bin/python benchmarks/generation_engines.py        # vLLM needs its own environment
     .venv/bin/python benchmarks/generation_engines.py              # without vLLM: its rows say why
 
@@ -32,7 +35,7 @@ from gem_adapters.policies.base import Generation, Policy
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "generation_engines.txt"
-ENGINES = ("kv", "kv-bf16", "vllm", "vllm-bf16", "hf")
+ENGINES = ("kv", "kv-bf16", "kv-module", "kv-bf16-module", "vllm", "vllm-bf16", "hf")
 VLLM_CPU_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "2",  # GiB
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
@@ -102,10 +105,12 @@ def worker(engine: str, repeats: int) -> dict:
     else:
         model = load_model("smollm2").eval()
         policy = (
-            TransformersPolicy(model, tokenizer, seed=0, cache="kv", bf16=engine.endswith("bf16"))
+            TransformersPolicy(model, tokenizer, seed=0, cache="kv", bf16="bf16" in engine)
             if engine.startswith("kv")
             else HFGeneratePolicy(model, tokenizer)
         )
+        if engine.endswith("module"):  # the engine through transformers' modules, not its fused forward
+            policy.rollout_engine().fused_forward = False
     start_s = time.perf_counter() - started
     renderer = ChatRenderer(tokenizer, prefix_messages=GUESS_THE_NUMBER_WORKED_GAME)
     loop = []
@@ -144,6 +149,8 @@ def worker(engine: str, repeats: int) -> dict:
 NAMES = {
     "kv": "KV engine (TransformersPolicy cache='kv')",
     "kv-bf16": "KV engine, bf16 autocast",
+    "kv-module": "KV engine, transformers' forward",
+    "kv-bf16-module": "KV engine, transformers' forward, bf16",
     "vllm": "vLLM CPU 0.32, prefix caching",
     "vllm-bf16": "vLLM CPU 0.32, prefix caching, bf16",
     "hf": "HF generate",

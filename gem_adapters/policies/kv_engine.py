@@ -67,7 +67,9 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
+from gem_adapters.policies import decoder_forward
 from gem_adapters.policies.base import Generation, SamplingParams, stream_uniform
+from gem_adapters.policies.decoder_forward import DecoderForward
 from gem_adapters.policies.sampling import choose_tokens
 from gem_adapters.runtime import precision
 
@@ -341,6 +343,7 @@ class KVEngine:
         share_prefixes: bool = True,
         bf16: bool = False,
         weights_version: Callable[[], Any] = lambda: 0,
+        fused_forward: bool = True,
     ):
         if max_cache_tokens is not None and max_cache_tokens < 0:
             raise ValueError("max_cache_tokens must be >= 0")
@@ -359,6 +362,8 @@ class KVEngine:
         self.share_prefixes = share_prefixes
         self.bf16 = bf16
         self.weights_version = weights_version
+        self.fused_forward = fused_forward and decoder_forward.supports(model) is None
+        self._fused: DecoderForward | None = None
         self.stats: collections.Counter = collections.Counter({key: 0 for key in STATS})
         self._pool = _Pool()
         self._entries: dict[int, _Entry] = {}
@@ -492,6 +497,7 @@ class KVEngine:
             if not self._running and not self._queue:
                 self._pool.clear()
                 self._work = None
+                self._fused = None
                 self._peak_positions = 0
 
     def flush(self) -> None:
@@ -609,6 +615,7 @@ class KVEngine:
         if version == self._version:
             return
         self._version = version
+        self._fused = None
         self.stats["invalidations"] += 1
         if self.bf16:  # a region held across the change would keep casts of the old weights
             torch.clear_autocast_cache()
@@ -781,28 +788,15 @@ class KVEngine:
             runs,
             prefills,
         )
-        input_ids = torch.tensor([ids], dtype=torch.long, device=device)
-        logits_to_keep = torch.tensor(keep, dtype=torch.long, device=device) if keep else 1
-        model, config = self.model, self.model.config
-        was_training, previous = model.training, config._attn_implementation
-        if was_training:
-            model.eval()
-        config._attn_implementation = ATTENTION
+        input_ids = torch.tensor(ids, dtype=torch.long, device=device)
+        keep_at = torch.tensor(keep, dtype=torch.long, device=device) if keep else None
         started = time.perf_counter()
-        try:
-            with self.autocast():
-                out = model(
-                    input_ids=input_ids,
-                    position_ids=plan.positions[None],
-                    past_key_values=_PoolCache(plan),
-                    use_cache=True,
-                    logits_to_keep=logits_to_keep,
-                    gem_plan=plan,
-                )
-        finally:
-            config._attn_implementation = previous
-            if was_training:
-                model.train()
+        with self.autocast():
+            own = self._own_forward()
+            if own is not None:
+                logits = own(input_ids, plan.positions, _PoolCache(plan), keep_at)
+            else:
+                logits = self._model_forward(input_ids, plan, keep_at)
         # A step that prefills any prompt counts as prefill; decode_step_rows / decode_steps is the
         # average batch of the steps that only decoded.
         if prefills:
@@ -824,7 +818,40 @@ class KVEngine:
             if r.kind == PREFIX and r.n_kv == len(r.tokens):
                 self._node_done(r)
         if sampled:
-            self._sample(out.logits[0], sampled)
+            self._sample(logits, sampled)
+
+    def _own_forward(self) -> DecoderForward | None:
+        """The engine's fused forward for this weights version, or None where the model's own runs."""
+        if not self.fused_forward:
+            return None
+        if self._fused is None:
+            if decoder_forward.supports(self.model) is not None:  # changed since: hooks, adapters
+                self.fused_forward = False
+                return None
+            params = self.model.get_input_embeddings().weight
+            self._fused = DecoderForward(self.model, torch.bfloat16 if self.bf16 else params.dtype)
+        return self._fused
+
+    def _model_forward(self, input_ids: Any, plan: _Plan, keep_at: Any) -> Any:
+        model, config = self.model, self.model.config
+        was_training, previous = model.training, config._attn_implementation
+        if was_training:
+            model.eval()
+        config._attn_implementation = ATTENTION
+        try:
+            out = model(
+                input_ids=input_ids[None],
+                position_ids=plan.positions[None],
+                past_key_values=_PoolCache(plan),
+                use_cache=True,
+                logits_to_keep=1 if keep_at is None else keep_at,
+                gem_plan=plan,
+            )
+        finally:
+            config._attn_implementation = previous
+            if was_training:
+                model.train()
+        return out.logits[0]
 
     def _sample(self, logits: Any, requests: list[Request]) -> None:
         by_params: dict[SamplingParams, list[int]] = {}

@@ -1,0 +1,117 @@
+"""The KV engine's own forward pass for Llama-style decoders (Llama, SmolLM, Mistral, Qwen2).
+
+Transformers' modules cost ~40 operator calls a decoder layer (plus autocast's casts); at one token a
+sequence, many of them cost more in dispatch than in arithmetic. This forward runs the same computation on the engine's packed row with the projections fused (q, k
+and v in one matrix product, gate and up in another) and the weights cast once per weights version to
+the compute dtype, so a layer is about fifteen calls. The numerics follow transformers' forward under
+the engine's precision: the residual stream and the norms in fp32, the matrix products in the compute
+dtype, rotary embeddings from the model's own ``rotary_emb`` applied as ``apply_rotary_pos_emb`` does
+(in fp32 under bf16), keys, values and queries stored and attended in the compute dtype.
+
+``supports(model)`` says which models qualify; the engine falls back to the model's own forward for
+every other one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+ARCHITECTURES = ("llama", "mistral", "qwen2")
+
+
+def supports(model: Any) -> str | None:
+    """None if ``DecoderForward`` computes what ``model``'s forward computes, else why not."""
+    config = model.config
+    if getattr(config, "model_type", None) not in ARCHITECTURES:
+        return f"model type {getattr(config, 'model_type', None)!r} is not one of {ARCHITECTURES}"
+    if getattr(config, "hidden_act", None) != "silu":
+        return f"activation {getattr(config, 'hidden_act', None)!r} is not silu"
+    if getattr(config, "mlp_bias", False):
+        return "MLP biases are not supported"
+    decoder = getattr(model, "model", None)
+    if decoder is None or not hasattr(decoder, "layers") or not hasattr(decoder, "rotary_emb"):
+        return "no decoder with layers and rotary_emb"
+    linears = [getattr(model, "lm_head", None)]
+    bypassed = [model, decoder]  # modules whose forward this one replaces (the norms, embeddings and
+    for layer in decoder.layers:  # rotary embeddings it calls, hooks included)
+        attention, mlp = layer.self_attn, layer.mlp
+        if hasattr(attention, "q_norm") or attention.o_proj.bias is not None:
+            return "query/key norms or output-projection biases are not supported"
+        linears += [getattr(attention, f"{n}_proj", None) for n in "qkvo"]
+        linears += [getattr(mlp, f"{n}_proj", None) for n in ("gate", "up", "down")]
+        bypassed += [layer, attention, mlp]
+    if any(type(m) is not torch.nn.Linear for m in linears):  # adapters (LoRA) and quantized layers
+        return "a projection is not a plain torch.nn.Linear"
+    if any(m._forward_hooks or m._forward_pre_hooks for m in bypassed + linears):
+        return "forward hooks on its layers would not run"
+    return None
+
+
+class DecoderForward:
+    """Fused, cast weights of one weights version, and the forward pass that uses them."""
+
+    def __init__(self, model: Any, dtype: torch.dtype):
+        decoder = model.model
+        config = model.config
+        self.model, self.dtype = model, dtype
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads or self.heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.scaling = self.head_dim**-0.5
+        self.split = (
+            self.heads * self.head_dim,
+            self.kv_heads * self.head_dim,
+            self.kv_heads * self.head_dim,
+        )
+        self.layers = []
+        with torch.no_grad():
+            for layer in decoder.layers:
+                a, m = layer.self_attn, layer.mlp
+                qkv_bias = None
+                if a.q_proj.bias is not None:
+                    qkv_bias = torch.cat([a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]).to(dtype)
+                self.layers.append((
+                    layer.input_layernorm,
+                    torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).to(dtype),
+                    qkv_bias,
+                    a.o_proj.weight.to(dtype),
+                    layer.post_attention_layernorm,
+                    torch.cat([m.gate_proj.weight, m.up_proj.weight]).to(dtype),
+                    m.down_proj.weight.to(dtype),
+                ))  # fmt: skip
+            head = model.lm_head
+            self.head = head.weight.to(dtype)
+            self.head_bias = None if head.bias is None else head.bias.to(dtype)
+        self.embed = model.get_input_embeddings()
+        self.norm = decoder.norm
+        self.rotary = decoder.rotary_emb
+
+    def __call__(self, input_ids: Any, positions: Any, cache: Any, keep: Any) -> Any:
+        """Logits (len(keep), vocab) at the packed ``keep`` indices of ``input_ids`` (T,) placed at
+        ``positions`` (T,), None when ``keep`` is None; ``cache`` is the engine's ``_PoolCache`` (it
+        writes the keys and values and its plan attends)."""
+        dtype, total = self.dtype, input_ids.shape[0]
+        hidden = self.embed(input_ids)[None]  # (1, T, hidden), the parameters' dtype (the residual stream)
+        cos, sin = self.rotary(hidden, positions[None])
+        cos, sin = cos[:, None], sin[:, None]  # (1, 1, T, head_dim)
+        half = self.head_dim // 2
+        for index, (norm1, qkv_w, qkv_b, o_w, norm2, gate_up_w, down_w) in enumerate(self.layers):
+            x = norm1(hidden).to(dtype)
+            q, k, v = F.linear(x, qkv_w, qkv_b).split(self.split, dim=-1)
+            q = q.view(1, total, self.heads, self.head_dim).transpose(1, 2)
+            k = k.view(1, total, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = v.view(1, total, self.kv_heads, self.head_dim).transpose(1, 2)
+            q = q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
+            k = k * cos + torch.cat((-k[..., half:], k[..., :half]), dim=-1) * sin
+            keys, values = cache.update(k, v, index)
+            attended = cache.plan.attend(q, keys, values, self.scaling)  # (1, T, heads, head_dim)
+            hidden = hidden + F.linear(attended.reshape(1, total, -1).to(dtype), o_w)
+            gate, up = F.linear(norm2(hidden).to(dtype), gate_up_w).chunk(2, dim=-1)
+            hidden = hidden + F.linear(F.silu(gate) * up, down_w)
+        if keep is None:
+            return None
+        last = self.norm(hidden[0, keep]).to(dtype)
+        return F.linear(last, self.head, self.head_bias)
