@@ -10,6 +10,7 @@ machine: SmolLM2-135M-Instruct in bf16 autocast where the CPU computes it (else 
 * the decode ceiling of ``generation_engines.py``: B=32 prompts of 256 random ids, greedy.
 
     .venv/bin/python -m benchmarks.engine_forward_ab --rounds 5
+    GEM_PRECISION=fp32 .venv/bin/python -m benchmarks.engine_forward_ab --rounds 5   # what fp32 CPUs run
 
 Prints per-arm medians and the ratio of each round's pair (fused over modules); run it alone.
 """
@@ -17,6 +18,7 @@ Prints per-arm medians and the ratio of each round's pair (fused over modules); 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -88,7 +90,12 @@ def main() -> None:
             + ", ".join(f"{k} {v[True][-1]:.0f}/{v[False][-1]:.0f}" for k, v in results.items()),
             flush=True,
         )
-    print(f"# .venv/bin/python -m benchmarks.engine_forward_ab --rounds {args.rounds}")
+    forced = (
+        f"{precision.PRECISION_VARIABLE}={os.environ[precision.PRECISION_VARIABLE]} "
+        if precision.PRECISION_VARIABLE in os.environ
+        else ""
+    )
+    print(f"# {forced}.venv/bin/python -m benchmarks.engine_forward_ab --rounds {args.rounds}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, CPU: {cpu_name()}, flags: {timing_flags()}, torch threads {torch.get_num_threads()}, "
           f"{'bf16 autocast' if bf16 else 'fp32'}, beside: {args.beside}")  # fmt: skip
     print(

@@ -9,7 +9,8 @@ dtype, rotary embeddings from the model's own ``rotary_emb`` applied as ``apply_
 (in fp32 under bf16), keys, values and queries stored and attended in the compute dtype.
 
 ``supports(model)`` says which models qualify; the engine falls back to the model's own forward for
-every other one.
+every other one, and uses this one by default only where it computes in bf16 (in fp32, where nothing is
+cast, it measured no faster: ``benchmarks/results/engine_forward_ab.txt``).
 """
 
 from __future__ import annotations

@@ -343,7 +343,7 @@ class KVEngine:
         share_prefixes: bool = True,
         bf16: bool = False,
         weights_version: Callable[[], Any] = lambda: 0,
-        fused_forward: bool = True,
+        fused_forward: bool | None = None,
     ):
         if max_cache_tokens is not None and max_cache_tokens < 0:
             raise ValueError("max_cache_tokens must be >= 0")
@@ -362,7 +362,9 @@ class KVEngine:
         self.share_prefixes = share_prefixes
         self.bf16 = bf16
         self.weights_version = weights_version
-        self.fused_forward = fused_forward and decoder_forward.supports(model) is None
+        # None: where it pays, in bf16 (fp32 takes the same time through the model's modules)
+        wanted = bf16 if fused_forward is None else fused_forward
+        self.fused_forward = wanted and decoder_forward.supports(model) is None
         self._fused: DecoderForward | None = None
         self.stats: collections.Counter = collections.Counter({key: 0 for key in STATS})
         self._pool = _Pool()

@@ -115,6 +115,7 @@ def test_adapters_and_hooks_send_the_engine_to_the_models_forward(tokenizer):
 
     model = tiny_model(tokenizer, "llama", seed=6)
     policy = TransformersPolicy(model, tokenizer, seed=0, cache="kv")
+    policy.rollout_engine().fused_forward = True  # in fp32 only when asked (see the next test)
     policy.generate(PROMPTS, GREEDY)
     assert policy.rollout_engine()._fused is not None
     attention = model.model.layers[1].self_attn
@@ -134,9 +135,16 @@ def test_adapters_and_hooks_send_the_engine_to_the_models_forward(tokenizer):
     assert engine.fused_forward is False
 
 
+def test_the_engine_fuses_where_it_computes_in_bf16(tokenizer):
+    model = tiny_model(tokenizer, "llama", seed=4)
+    assert TransformersPolicy(model, tokenizer, seed=0, cache="kv", bf16=True).rollout_engine().fused_forward
+    assert not TransformersPolicy(model, tokenizer, seed=0, cache="kv").rollout_engine().fused_forward
+
+
 def test_new_weights_give_new_fused_weights(tokenizer):
     model = tiny_model(tokenizer, "llama", seed=4)
     policy = TransformersPolicy(model, tokenizer, seed=0, cache="kv")
+    policy.rollout_engine().fused_forward = True
     before = policy.generate(PROMPTS, GREEDY)
     with torch.no_grad():
         for p in model.parameters():
