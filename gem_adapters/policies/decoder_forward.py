@@ -1,9 +1,10 @@
 """The KV engine's own forward pass for Llama-style decoders (Llama, SmolLM, Mistral, Qwen2).
 
 Transformers' modules cost ~40 operator calls a decoder layer (plus autocast's casts); at one token a
-sequence, many of them cost more in dispatch than in arithmetic. This forward runs the same computation on the engine's packed row with the projections fused (q, k
-and v in one matrix product, gate and up in another) and the weights cast once per weights version to
-the compute dtype, so a layer is about fifteen calls. The numerics follow transformers' forward under
+sequence, many of them cost more in dispatch than in arithmetic. This forward runs the same computation
+on the engine's packed row with the projections fused (q, k and v in one matrix product, gate and up in
+another) and the weights cast once per weights version to the compute dtype, so a layer is about
+fifteen calls. The numerics follow transformers' forward under
 the engine's precision: the residual stream and the norms in fp32, the matrix products in the compute
 dtype, rotary embeddings from the model's own ``rotary_emb`` applied as ``apply_rotary_pos_emb`` does
 (in fp32 under bf16), keys, values and queries stored and attended in the compute dtype.
@@ -57,7 +58,7 @@ class DecoderForward:
     def __init__(self, model: Any, dtype: torch.dtype):
         decoder = model.model
         config = model.config
-        self.model, self.dtype = model, dtype
+        self.dtype = dtype
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads or self.heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads

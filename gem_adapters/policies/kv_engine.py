@@ -33,6 +33,11 @@ into the pool at ``(slot, position)``; decoding sequences in consecutive slots a
 into the query axis, so no ``repeat_kv``), each prefilling sequence in its own call with its causal
 mask. No mask is concatenated and no cache tensor is reallocated per step.
 
+**Forward.** Where the engine computes in bf16, Llama-style models run its own fused forward
+(``policies.decoder_forward``: fused projections, weights cast once per weights version); every other
+model, and fp32, runs the model's forward with the attention function above. Both write and attend
+through the same pool and plan.
+
 **Memory.** ``max_cache_tokens`` bounds the KV kept *between* generations (idle entries and prefix
 nodes, each costing one slot of ``length`` positions): beyond it, the least recently used entries
 are evicted (counted in ``stats``), and a request that finds no entry simply prefills. The running
