@@ -72,7 +72,7 @@ def test_solver_wins_every_seeded_episode_with_the_full_return(variant):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
         assert rewards == pytest.approx([0.5 / 3, 0.5 / 3, 0.5 / 3 + 1.0])
-        assert seconds < 1.0
+        assert seconds < 10.0  # a hang guard, not a speed claim (games_step_cost.txt)
 
 
 def test_reward_table_and_penalties():

@@ -35,7 +35,7 @@ def test_solver_wins_every_seeded_episode_with_the_full_return(variant):
         assert info["success"], seed
         assert sum(rewards) == pytest.approx(1.5)  # table: peg rewards add up to 0.5, plus 1.0
         assert all(r >= 0 for r in rewards)
-        assert seconds < 1.0
+        assert seconds < 10.0  # a hang guard, not a speed claim (games_step_cost.txt)
 
 
 def test_reward_table_on_a_known_code():

@@ -40,7 +40,7 @@ def test_solver_win_rate_and_rewards_at_easy():
         rewards, info, seconds = play(env, seed)
         expected = 0.5 * len(env.opened) / 20 + (1.0 if info["success"] else 0.0)
         assert sum(rewards) == pytest.approx(expected)
-        assert seconds < 1.0
+        assert seconds < 10.0  # a hang guard, not a speed claim (games_step_cost.txt)
         wins += info["success"]
     assert wins >= 150
 

@@ -45,7 +45,7 @@ def test_solver_wins_every_seeded_episode_with_the_table_return(variant, seeds, 
         # table: +0.5 / E for each of the E cells, +1.0 more for the last one
         assert rewards == pytest.approx([0.5 / empty] * (empty - 1) + [0.5 / empty + 1.0])
         assert sum(rewards) == pytest.approx(1.5)
-        assert seconds < 1.0
+        assert seconds < 10.0  # a hang guard, not a speed claim (games_step_cost.txt)
 
 
 @pytest.mark.parametrize(("size", "clues", "seeds"), [(4, 10, 50), (9, 50, 20)])

@@ -53,7 +53,7 @@ def test_solver_wins_every_seeded_episode_optimally(variant, disks):
         assert info["success"], seed
         assert len(rewards) == 2**disks - 1
         assert sum(rewards) == pytest.approx(1.5)  # table: 0.5 / n for each disk placed, plus 1.0
-        assert seconds < 1.0
+        assert seconds < 10.0  # a hang guard, not a speed claim (games_step_cost.txt)
 
 
 def test_reward_sequence_of_the_optimal_three_disk_game():

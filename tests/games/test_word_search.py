@@ -47,7 +47,7 @@ def test_solver_wins_every_seeded_episode_with_the_full_return(variant):
         rewards, info, seconds = play(env, seed)
         assert info["success"], seed
         assert rewards == pytest.approx([0.1, 0.1, 0.1, 0.1, 0.1 + 1.0])  # 0.5 / 5 per word, plus 1.0
-        assert seconds < 1.0
+        assert seconds < 10.0  # a hang guard, not a speed claim (games_step_cost.txt)
 
 
 def test_reward_table_and_penalties():
