@@ -4,10 +4,10 @@ Transformers' modules cost ~40 operator calls a decoder layer (plus autocast's c
 sequence, many of them cost more in dispatch than in arithmetic. This forward runs the same computation
 on the engine's packed row with the projections fused (q, k and v in one matrix product, gate and up in
 another) and the weights cast once per weights version to the compute dtype, so a layer is about
-fifteen calls. The numerics follow transformers' forward under
-the engine's precision: the residual stream and the norms in fp32, the matrix products in the compute
-dtype, rotary embeddings from the model's own ``rotary_emb`` applied as ``apply_rotary_pos_emb`` does
-(in fp32 under bf16), keys, values and queries stored and attended in the compute dtype.
+fifteen calls. The numerics follow transformers' forward under the engine's precision: the residual
+stream and the norms in fp32, the matrix products in the compute dtype, rotary embeddings from the
+model's own ``rotary_emb`` through transformers' ``apply_rotary_pos_emb`` (in fp32 under bf16), keys,
+values and queries stored and attended in the compute dtype.
 
 ``supports(model)`` says which models qualify; the engine falls back to the model's own forward for
 every other one, and uses this one by default only where it computes in bf16 (in fp32, where nothing is
@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 
@@ -36,9 +37,11 @@ def supports(model: Any) -> str | None:
     decoder = getattr(model, "model", None)
     if decoder is None or not hasattr(decoder, "layers") or not hasattr(decoder, "rotary_emb"):
         return "no decoder with layers and rotary_emb"
+    # The modules whose forward this one replaces; the norms, embeddings and rotary embeddings it
+    # calls as modules, hooks included.
     linears = [getattr(model, "lm_head", None)]
-    bypassed = [model, decoder]  # modules whose forward this one replaces (the norms, embeddings and
-    for layer in decoder.layers:  # rotary embeddings it calls, hooks included)
+    bypassed = [model, decoder]
+    for layer in decoder.layers:
         attention, mlp = layer.self_attn, layer.mlp
         if hasattr(attention, "q_norm") or attention.o_proj.bias is not None:
             return "query/key norms or output-projection biases are not supported"
@@ -97,17 +100,14 @@ class DecoderForward:
         writes the keys and values and its plan attends)."""
         dtype, total = self.dtype, input_ids.shape[0]
         hidden = self.embed(input_ids)[None]  # (1, T, hidden), the parameters' dtype (the residual stream)
-        cos, sin = self.rotary(hidden, positions[None])
-        cos, sin = cos[:, None], sin[:, None]  # (1, 1, T, head_dim)
-        half = self.head_dim // 2
+        cos, sin = self.rotary(hidden, positions[None])  # (1, T, head_dim)
         for index, (norm1, qkv_w, qkv_b, o_w, norm2, gate_up_w, down_w) in enumerate(self.layers):
             x = norm1(hidden).to(dtype)
             q, k, v = F.linear(x, qkv_w, qkv_b).split(self.split, dim=-1)
             q = q.view(1, total, self.heads, self.head_dim).transpose(1, 2)
             k = k.view(1, total, self.kv_heads, self.head_dim).transpose(1, 2)
             v = v.view(1, total, self.kv_heads, self.head_dim).transpose(1, 2)
-            q = q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
-            k = k * cos + torch.cat((-k[..., half:], k[..., :half]), dim=-1) * sin
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
             keys, values = cache.update(k, v, index)
             attended = cache.plan.attend(q, keys, values, self.scaling)  # (1, T, heads, head_dim)
             hidden = hidden + F.linear(attended.reshape(1, total, -1).to(dtype), o_w)
