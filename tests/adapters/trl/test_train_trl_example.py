@@ -116,7 +116,7 @@ def test_the_command_line_is_trls(example):
         "Qwen/Qwen3-1.7B", True, "server", 128,
     )  # fmt: skip
     script, config = example.parse_args([])
-    assert script.model == "smollm2" and config.advantage_estimator == "rebn" and config.gamma == 0.9
+    assert script.model == "smollm2" and config.advantage_estimator == "rebn" and config.gamma == 1.0
     assert (config.max_steps, config.generation_batch_size, config.num_generations, config.seed) == (
         12,
         16,
