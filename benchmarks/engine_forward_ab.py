@@ -1,6 +1,8 @@
 """The KV engine's fused forward (``policies.decoder_forward``) against the same engine through
-transformers' modules, in one process, taking turns (A, B, A, B, ...) so that both see the same
-machine: SmolLM2-135M-Instruct in bf16 autocast where the CPU computes it (else fp32).
+transformers' modules (or, with ``--against plain-weights``, against the fused forward with its bf16
+weights left in torch's layout instead of oneDNN's blocked one), in one process, taking turns (A, B, A,
+B, ...) so that both see the same machine: SmolLM2-135M-Instruct in bf16 autocast where the CPU computes
+it (else fp32).
 
 * in the loop: the default ``examples/train_trl.py`` batch (16 GuessTheNumber episodes in GRPO pairs,
   the worked game, 12 new tokens a turn, temperature 1), and 16 Mastermind episodes (the baselines
@@ -11,8 +13,9 @@ machine: SmolLM2-135M-Instruct in bf16 autocast where the CPU computes it (else 
 
     .venv/bin/python -m benchmarks.engine_forward_ab --rounds 5
     GEM_PRECISION=fp32 .venv/bin/python -m benchmarks.engine_forward_ab --rounds 5   # what fp32 CPUs run
+    .venv/bin/python -m benchmarks.engine_forward_ab --rounds 5 --against plain-weights
 
-Prints per-arm medians and the ratio of each round's pair (fused over modules); run it alone.
+Prints per-arm medians and the ratio of each round's pair (fused over the other arm); run it alone.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import torch
 from benchmarks.train_step_profile import cpu_name, timing_flags
 from gem_adapters.algorithms.warmup import GUESS_THE_NUMBER_WORKED_GAME
 from gem_adapters.episodes.chat_renderer import ChatRenderer
-from gem_adapters.policies import SamplingParams, TransformersPolicy
+from gem_adapters.policies import SamplingParams, TransformersPolicy, decoder_forward
 from gem_adapters.runtime import precision
 from gem_adapters.runtime.models import load_model, load_tokenizer
 from gem_adapters.runtime.rollout import rollout
@@ -44,6 +47,10 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
+        "--against", choices=["modules", "plain-weights"], default="modules",
+        help="the other arm: transformers' modules, or the fused forward without oneDNN's weight layout",
+    )  # fmt: skip
+    parser.add_argument(
         "--beside", default="nothing else", help="what else ran on the machine (for the record)"
     )
     args = parser.parse_args()
@@ -53,8 +60,10 @@ def main() -> None:
     prompts = torch.randint(100, 49_000, (32, 256), generator=torch.Generator().manual_seed(0)).tolist()
 
     def policy(fused: bool) -> TransformersPolicy:
+        """``fused`` False: the other arm (``--against``)."""
         p = TransformersPolicy(model, tokenizer, seed=0, cache="kv", bf16=bf16)
-        p.rollout_engine().fused_forward = fused
+        p.rollout_engine().fused_forward = fused or args.against == "plain-weights"
+        decoder_forward.PACK_WEIGHTS = fused or args.against == "modules"
         return p
 
     def loop(name: str, fused: bool, round_: int) -> float:
@@ -95,11 +104,12 @@ def main() -> None:
         if precision.PRECISION_VARIABLE in os.environ
         else ""
     )
-    print(f"# {forced}.venv/bin/python -m benchmarks.engine_forward_ab --rounds {args.rounds}")
+    against = "" if args.against == "modules" else f" --against {args.against}"
+    print(f"# {forced}.venv/bin/python -m benchmarks.engine_forward_ab --rounds {args.rounds}{against}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}, CPU: {cpu_name()}, flags: {timing_flags()}, torch threads {torch.get_num_threads()}, "
           f"{'bf16 autocast' if bf16 else 'fp32'}, beside: {args.beside}")  # fmt: skip
     print(
-        f"{'generated tok/s':<22} {'fused (median)':>15} {'modules (median)':>17} {'ratio per round (min-max)':>28}"
+        f"{'generated tok/s':<22} {'fused (median)':>15} {args.against + ' (median)':>17} {'ratio per round (min-max)':>28}"
     )
     for name, arms in results.items():
         ratios = [a / b for a, b in zip(arms[True], arms[False])]

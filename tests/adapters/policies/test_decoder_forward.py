@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gem_adapters.policies import SamplingParams, TransformersPolicy
+from gem_adapters.policies import SamplingParams, TransformersPolicy, decoder_forward
 from gem_adapters.policies.decoder_forward import supports
 from gem_adapters.runtime.models import tiny_llama_config
 
@@ -85,6 +85,21 @@ def test_under_bf16_the_fused_forward_rounds_as_the_models_forward(tokenizer):
     assert [g.token_ids for g in fused] == [g.token_ids for g in modules]
     for a, b in zip(fused, modules):
         assert a.logprobs == pytest.approx(b.logprobs, abs=2e-2)
+
+
+@pytest.mark.skipif(
+    not decoder_forward._can_pack(torch.zeros(1, 1, dtype=torch.bfloat16)),
+    reason="this torch build has no oneDNN bf16 weight layout",
+)
+def test_the_blocked_weight_layout_changes_no_number(tokenizer, monkeypatch):
+    model = tiny_model(tokenizer, "qwen2", seed=5)  # q/k/v biases through the blocked products too
+    blocked, engine = through_engine(model, tokenizer, fused=True, bf16=True)
+    assert engine._fused.packed and engine._fused.head.is_mkldnn
+    monkeypatch.setattr(decoder_forward, "PACK_WEIGHTS", False)
+    plain, engine = through_engine(model, tokenizer, fused=True, bf16=True)
+    assert not engine._fused.packed and not engine._fused.head.is_mkldnn
+    assert [g.token_ids for g in blocked] == [g.token_ids for g in plain]
+    assert [g.logprobs for g in blocked] == [g.logprobs for g in plain]
 
 
 def test_other_models_run_through_their_own_modules(tokenizer):
