@@ -74,7 +74,6 @@ from transformers import AttentionInterface
 
 from gem_adapters.policies import decoder_forward
 from gem_adapters.policies.base import Generation, SamplingParams, stream_uniform
-from gem_adapters.policies.decoder_forward import DecoderForward
 from gem_adapters.policies.sampling import choose_tokens
 from gem_adapters.runtime import precision
 
@@ -370,7 +369,7 @@ class KVEngine:
         # None: where it pays, in bf16 (fp32 takes the same time through the model's modules)
         wanted = bf16 if fused_forward is None else fused_forward
         self.fused_forward = wanted and decoder_forward.supports(model) is None
-        self._fused: DecoderForward | None = None
+        self._fused: decoder_forward.DecoderForward | None = None
         self.stats: collections.Counter = collections.Counter({key: 0 for key in STATS})
         self._pool = _Pool()
         self._entries: dict[int, _Entry] = {}
@@ -827,7 +826,7 @@ class KVEngine:
         if sampled:
             self._sample(logits, sampled)
 
-    def _own_forward(self) -> DecoderForward | None:
+    def _own_forward(self) -> decoder_forward.DecoderForward | None:
         """The engine's fused forward for this weights version, or None where the model's own runs."""
         if not self.fused_forward:
             return None
@@ -836,7 +835,9 @@ class KVEngine:
                 self.fused_forward = False
                 return None
             params = self.model.get_input_embeddings().weight
-            self._fused = DecoderForward(self.model, torch.bfloat16 if self.bf16 else params.dtype)
+            self._fused = decoder_forward.DecoderForward(
+                self.model, torch.bfloat16 if self.bf16 else params.dtype
+            )
         return self._fused
 
     def _model_forward(self, input_ids: Any, plan: _Plan, keep_at: Any) -> Any:
