@@ -6,8 +6,8 @@ on the engine's packed row with the projections fused (q, k and v in one matrix 
 another) and the weights cast once per weights version to the compute dtype, so a layer is about
 fifteen calls. The numerics follow transformers' forward under the engine's precision: the residual
 stream and the norms in fp32, the matrix products in the compute dtype, rotary embeddings from the
-model's own ``rotary_emb`` through transformers' ``apply_rotary_pos_emb`` (in fp32 under bf16), keys,
-values and queries stored and attended in the compute dtype. In bf16 on a CPU the weights are also
+model's own ``rotary_emb`` applied as transformers' ``apply_rotary_pos_emb`` applies them (queries and
+keys in one pass; in fp32 under bf16), keys, values and queries stored and attended in the compute dtype. In bf16 on a CPU the weights are also
 reordered once into oneDNN's blocked layout (``PACK_WEIGHTS``): at decode and short prefill sizes (1-256
 rows) the products then run 1.3-1.5x faster than ``F.linear`` on the same weights, with the same numbers.
 
@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 ARCHITECTURES = ("llama", "mistral", "qwen2")
 # bf16 weights on a CPU in oneDNN's blocked layout, laid out for products of about PACK_ROWS rows (a decode
@@ -114,29 +113,31 @@ class DecoderForward:
             return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [None], "")
         return F.linear(x, weight, bias)
 
-    def __call__(self, input_ids: Any, positions: Any, cache: Any, keep: Any) -> Any:
-        """Logits (len(keep), vocab) at the packed ``keep`` indices of ``input_ids`` (T,) placed at
-        ``positions`` (T,), None when ``keep`` is None; ``cache`` is the engine's ``_PoolCache`` (it
-        writes the keys and values and its plan attends)."""
-        dtype, total = self.dtype, input_ids.shape[0]
-        hidden = self.embed(input_ids)[None]  # (1, T, hidden), the parameters' dtype (the residual stream)
-        cos, sin = self.rotary(hidden, positions[None])  # (1, T, head_dim)
+    def __call__(self, input_ids: Any, plan: Any, keep: Any) -> Any:
+        """Logits (len(keep), vocab) at the packed ``keep`` indices of ``input_ids`` (T,), None when
+        ``keep`` is None; ``plan`` is the engine's ``_Plan`` of this forward (the ids' positions; it
+        stores the keys and values and attends)."""
+        dtype, total, dim = self.dtype, input_ids.shape[0], self.head_dim
+        heads, kv_heads, rotated = self.heads, self.kv_heads, self.heads + self.kv_heads
+        hidden = self.embed(input_ids)  # (T, hidden), the parameters' dtype (the residual stream)
+        cos, sin = self.rotary(hidden, plan.positions[None])  # (1, T, head_dim)
+        # transformers' q * cos + rotate_half(q) * sin, for queries and keys at once: rotate_half(x) is
+        # x with its halves swapped and the first negated, so the sign moves into sin (exactly).
+        half = dim // 2
+        cos, sin = cos[0, :, None], torch.cat((-sin[0, :, None, :half], sin[0, :, None, half:]), dim=-1)
         for index, (norm1, qkv_w, qkv_b, o_w, norm2, gate_up_w, down_w) in enumerate(self.layers):
-            x = norm1(hidden).to(dtype)
-            q, k, v = self._linear(x, qkv_w, qkv_b).split(self.split, dim=-1)
-            q = q.view(1, total, self.heads, self.head_dim).transpose(1, 2)
-            k = k.view(1, total, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = v.view(1, total, self.kv_heads, self.head_dim).transpose(1, 2)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
-            keys, values = cache.update(k, v, index)
-            attended = cache.plan.attend(q, keys, values, self.scaling)  # (1, T, heads, head_dim)
-            hidden = hidden + self._linear(attended.reshape(1, total, -1).to(dtype), o_w)
+            qkv = self._linear(norm1(hidden).to(dtype), qkv_w, qkv_b)  # (T, (heads + 2 kv_heads) dim)
+            qk = qkv[:, : rotated * dim].view(total, rotated, dim)
+            qk = (qk * cos + qk.roll(half, dims=-1) * sin).to(dtype)
+            v = qkv[:, rotated * dim :].view(total, kv_heads, dim)
+            keys, values = plan.store(index, qk[:, heads:], v)
+            attended = plan.attend(qk[:, :heads], keys, values, self.scaling)  # (T, heads, dim)
+            hidden = hidden + self._linear(attended.view(total, -1), o_w)
             gate, up = self._linear(norm2(hidden).to(dtype), gate_up_w).chunk(2, dim=-1)
             hidden = hidden + self._linear(F.silu(gate) * up, down_w)
         if keep is None:
             return None
-        last = self.norm(hidden[0, keep]).to(dtype)
-        return self._linear(last, self.head, self.head_bias)
+        return self._linear(self.norm(hidden[keep]).to(dtype), self.head, self.head_bias)
 
 
 def _can_pack(weight: torch.Tensor) -> bool:

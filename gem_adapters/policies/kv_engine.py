@@ -63,6 +63,7 @@ import collections
 import contextlib
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -102,7 +103,7 @@ def _engine_attention(
     for name in ("sliding_window", "softcap", "s_aux", "sinks"):
         if kwargs.get(name) is not None:
             raise NotImplementedError(f"KVEngine does not support attention with {name}")
-    return plan.attend(query, key, value, scaling), None
+    return plan.attend(query[0].transpose(0, 1), key, value, scaling)[None], None
 
 
 AttentionInterface.register(ATTENTION, _engine_attention)
@@ -193,12 +194,12 @@ class _Pool:
 
     def layer(self, index: int, keys: Any, values: Any) -> tuple[Any, Any]:
         """The pool's tensors of layer ``index``, allocated like that layer's new ``keys`` and ``values``
-        (under autocast both in its dtype: ``_PoolCache.update``)."""
+        (T, kv_heads, dim) (under autocast both in its dtype: ``_PoolCache.update``)."""
         while len(self.keys) <= index:
             self.keys.append(None)
             self.values.append(None)
         if self.keys[index] is None:
-            shape = (self.slots, keys.shape[1], self.length, keys.shape[3])
+            shape = (self.slots, keys.shape[1], self.length, keys.shape[2])
             # zeros, not empty: masked-out columns must hold finite numbers (0 * NaN is NaN)
             self.keys[index], self.values[index] = keys.new_zeros(shape), values.new_zeros(shape)
         return self.keys[index], self.values[index]
@@ -261,6 +262,7 @@ class _Plan:
         )
         self.prefills = prefills  # (slot, packed start, count, first position)
         self._masks: dict[int, list[Any]] = {}
+        self._run_masks: dict[torch.dtype, list[Any]] = {}
 
     def prefill_masks(self, groups: int) -> list[Any]:
         """Per prefilling row, its causal mask with the query axis repeated ``groups`` times (the
@@ -277,31 +279,51 @@ class _Plan:
             self._masks[groups] = masks
         return masks
 
+    def store(self, index: int, keys: Any, values: Any) -> tuple[Any, Any]:
+        """Write the packed ids' ``keys``/``values`` (T, kv_heads, dim) of layer ``index`` into the pool;
+        returns the pool's tensors of that layer."""
+        pool_keys, pool_values = self.pool.layer(index, keys, values)
+        pool_keys[self.slots, :, self.positions] = keys
+        pool_values[self.slots, :, self.positions] = values
+        return pool_keys, pool_values
+
     def attend(self, query: Any, keys: Any, values: Any, scaling: float | None) -> Any:
-        """``query`` (1, heads, T, dim) of the packed ids against the pool's ``keys``/``values`` of
-        this layer; returns (1, T, heads, dim) as transformers' attention functions do."""
-        _, heads, total, dim = query.shape
+        """``query`` (T, heads, dim) of the packed ids against the pool's ``keys``/``values`` of this
+        layer; returns (T, heads, dim) in the keys' dtype.
+
+        A decoding row is one query against its slot's keys, the grouped-query heads left to the kernel
+        (``enable_gqa``); a prefilling row folds them into its query axis instead (one causal mask for
+        its kv heads)."""
+        total, heads, dim = query.shape
         query = query.to(keys.dtype)  # under autocast, rotary embeddings leave queries in fp32
         kv_heads = keys.shape[1]
         groups = heads // kv_heads
-        out = query.new_empty((1, total, heads, dim))
-        q = query[0]  # (heads, T, dim)
-        for first, end, at, length, mask in self.runs:
+        masks = self._run_masks.get(keys.dtype)
+        if masks is None:  # additive, in the kernel's dtype: converted once a step, not once a layer
+            masks = self._run_masks[keys.dtype] = [_additive(run[4], keys.dtype) for run in self.runs]
+        if len(self.runs) == 1 and not self.prefills:  # the usual decode step: one run of every row
+            (first, end, _, length, _), mask = self.runs[0], masks[0]
+            return F.scaled_dot_product_attention(
+                query[:, :, None], keys[first:end, :, :length], values[first:end, :, :length],
+                attn_mask=mask, scale=scaling, enable_gqa=groups > 1,
+            ).reshape(total, heads, dim)  # fmt: skip
+        out = query.new_empty((total, heads, dim))
+        for (first, end, at, length, _), mask in zip(self.runs, masks):
             n = end - first
-            qq = q[:, at : at + n].transpose(0, 1).reshape(n, kv_heads, groups, dim)
-            o = F.scaled_dot_product_attention(
-                qq, keys[first:end, :, :length], values[first:end, :, :length], attn_mask=mask, scale=scaling
-            )
-            out[0, at : at + n] = o.reshape(n, heads, dim)
+            out[at : at + n] = F.scaled_dot_product_attention(
+                query[at : at + n, :, None], keys[first:end, :, :length], values[first:end, :, :length],
+                attn_mask=mask, scale=scaling, enable_gqa=groups > 1,
+            ).reshape(n, heads, dim)  # fmt: skip
         if self.prefills:
             for (slot, at, count, start), mask in zip(self.prefills, self.prefill_masks(groups)):
                 length = start + count
-                qq = q[:, at : at + count].reshape(1, kv_heads, groups * count, dim)
+                qq = query[at : at + count].reshape(count, kv_heads, groups, dim).permute(1, 2, 0, 3)
                 o = F.scaled_dot_product_attention(
-                    qq, keys[slot : slot + 1, :, :length], values[slot : slot + 1, :, :length],
+                    qq.reshape(1, kv_heads, groups * count, dim),
+                    keys[slot : slot + 1, :, :length], values[slot : slot + 1, :, :length],
                     attn_mask=mask, scale=scaling,
                 )  # fmt: skip
-                out[0, at : at + count] = (
+                out[at : at + count] = (
                     o[0].reshape(kv_heads, groups, count, dim).permute(2, 0, 1, 3).reshape(count, heads, dim)
                 )
         return out
@@ -322,10 +344,7 @@ class _PoolCache:
         if torch.is_autocast_enabled(device):  # stored as attention reads them (it casts to this dtype)
             dtype = torch.get_autocast_dtype(device)
             key_states, value_states = key_states.to(dtype), value_states.to(dtype)
-        keys, values = plan.pool.layer(layer_idx, key_states, value_states)
-        keys[plan.slots, :, plan.positions] = key_states[0].transpose(0, 1)
-        values[plan.slots, :, plan.positions] = value_states[0].transpose(0, 1)
-        return keys, values
+        return plan.store(layer_idx, key_states[0].transpose(0, 1), value_states[0].transpose(0, 1))
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return 0
@@ -800,7 +819,7 @@ class KVEngine:
         with self.autocast():
             own = self._own_forward()
             if own is not None:
-                logits = own(input_ids, plan.positions, _PoolCache(plan), keep_at)
+                logits = own(input_ids, plan, keep_at)
             else:
                 logits = self._model_forward(input_ids, plan, keep_at)
         # A step that prefills any prompt counts as prefill; decode_step_rows / decode_steps is the
@@ -974,6 +993,13 @@ def _run_mask(lengths: list[int], device: Any) -> Any:
         return None
     lengths_t = torch.tensor(lengths, device=device)
     return (torch.arange(max(lengths), device=device)[None, :] < lengths_t[:, None])[:, None, None, :]
+
+
+def _additive(mask: Any, dtype: Any) -> Any:
+    """A boolean attention mask as the additive one the kernel would convert it to (0 or -inf)."""
+    if mask is None:
+        return None
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, -math.inf)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int], limit: int | None = None) -> int:

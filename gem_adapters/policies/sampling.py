@@ -44,14 +44,16 @@ def choose_tokens(logits: Any, params: SamplingParams, uniforms: Any, work: Any 
     import torch
 
     n, vocab = logits.shape
-    peak = logits.amax(dim=-1, keepdim=True)
+    if params.temperature == 0:  # the first maximal id, found with the maximum in one pass
+        peak, ids = logits.max(dim=-1, keepdim=True)
+        ids = ids.squeeze(1)
+    else:
+        peak = logits.amax(dim=-1, keepdim=True)
     exps = torch.sub(logits, peak, out=work[:n, :vocab]) if work is not None else logits - peak
     exps.exp_()
     total = exps.sum(dim=-1, keepdim=True)
     lse = peak + total.log()  # log-sum-exp of the raw logits: logprob = logit - lse
-    if params.temperature == 0:
-        ids = logits.argmax(dim=-1)
-    else:
+    if params.temperature != 0:
         if params.temperature == 1.0 and params.top_k == 0 and params.top_p >= 1.0:
             cdf = exps.cumsum_(dim=-1)  # unnormalised: the inverse transform scales u by the total
         else:
