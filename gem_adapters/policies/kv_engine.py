@@ -29,9 +29,10 @@ step, whatever the length of their history. Logits are computed only at each seq
 **Attention** is this module's own attention function (registered with transformers'
 ``AttentionInterface`` and switched on only for the engine's forwards): keys and values are written
 into the pool at ``(slot, position)``; decoding sequences in consecutive slots attend in one
-``scaled_dot_product_attention`` call over a view of the pool (no copy; grouped-query heads folded
-into the query axis, so no ``repeat_kv``), each prefilling sequence in its own call with its causal
-mask. No mask is concatenated and no cache tensor is reallocated per step.
+``scaled_dot_product_attention`` call over a view of the pool (no copy; one query a sequence with the
+kernel's grouped-query heads, so no ``repeat_kv``), each prefilling sequence in its own call with its
+causal mask (its grouped-query heads folded into the query axis). No mask is concatenated and no cache
+tensor is reallocated per step.
 
 **Forward.** Where the engine computes in bf16, Llama-style models run its own fused forward
 (``policies.decoder_forward``: fused projections, weights cast once per weights version); every other
