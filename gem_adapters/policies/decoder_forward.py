@@ -7,9 +7,10 @@ another) and the weights cast once per weights version to the compute dtype, so 
 fifteen calls. The numerics follow transformers' forward under the engine's precision: the residual
 stream and the norms in fp32, the matrix products in the compute dtype, rotary embeddings from the
 model's own ``rotary_emb`` applied as transformers' ``apply_rotary_pos_emb`` applies them (queries and
-keys in one pass; in fp32 under bf16), keys, values and queries stored and attended in the compute dtype. In bf16 on a CPU the weights are also
-reordered once into oneDNN's blocked layout (``PACK_WEIGHTS``): at decode and short prefill sizes (1-256
-rows) the products then run 1.3-1.5x faster than ``F.linear`` on the same weights, with the same numbers.
+keys in one pass; in fp32 under bf16), keys, values and queries stored and attended in the compute
+dtype. In bf16 on a CPU the weights are also reordered once into oneDNN's blocked layout
+(``PACK_WEIGHTS``): at decode and short prefill sizes (1-256 rows) the products then run 1.3-1.5x faster
+than ``F.linear`` on the same weights, with the same numbers.
 
 ``supports(model)`` says which models qualify; the engine falls back to the model's own forward for
 every other one, and uses this one by default only where it computes in bf16 (in fp32, where nothing is
@@ -71,11 +72,6 @@ class DecoderForward:
         self.kv_heads = config.num_key_value_heads or self.heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.scaling = self.head_dim**-0.5
-        self.split = (
-            self.heads * self.head_dim,
-            self.kv_heads * self.head_dim,
-            self.kv_heads * self.head_dim,
-        )
         self.layers = []
         with torch.no_grad():
             for layer in decoder.layers:
@@ -132,7 +128,7 @@ class DecoderForward:
             v = qkv[:, rotated * dim :].view(total, kv_heads, dim)
             keys, values = plan.store(index, qk[:, heads:], v)
             attended = plan.attend(qk[:, :heads], keys, values, self.scaling)  # (T, heads, dim)
-            hidden = hidden + self._linear(attended.view(total, -1), o_w)
+            hidden = hidden + self._linear(attended.reshape(total, -1), o_w)
             gate, up = self._linear(norm2(hidden).to(dtype), gate_up_w).chunk(2, dim=-1)
             hidden = hidden + self._linear(F.silu(gate) * up, down_w)
         if keep is None:
