@@ -262,13 +262,21 @@ class _Plan:
             runs  # decoding rows in consecutive slots: (first slot, end slot, packed start, length, mask)
         )
         self.prefills = prefills  # (slot, packed start, count, first position)
-        self._masks: dict[int, list[Any]] = {}
-        self._run_masks: dict[torch.dtype, list[Any]] = {}
+        # the masks as the kernel takes them, additive (0 or -inf) in the keys' dtype: made once a step, not
+        # converted from booleans in every layer's call
+        self._masks: dict[tuple, list[Any]] = {}
 
-    def prefill_masks(self, groups: int) -> list[Any]:
+    def run_masks(self, dtype: torch.dtype) -> list[Any]:
+        """Per decoding run, its key mask (n, 1, 1, length), None where every row has the same length."""
+        masks = self._masks.get(("runs", dtype))
+        if masks is None:
+            masks = self._masks["runs", dtype] = [_additive(run[4], dtype) for run in self.runs]
+        return masks
+
+    def prefill_masks(self, groups: int, dtype: torch.dtype) -> list[Any]:
         """Per prefilling row, its causal mask with the query axis repeated ``groups`` times (the
         grouped-query heads are folded into the query axis), shape (1, 1, groups * count, length)."""
-        masks = self._masks.get(groups)
+        masks = self._masks.get((groups, dtype))
         if masks is None:
             masks = []
             for _, _, count, start in self.prefills:
@@ -276,8 +284,8 @@ class _Plan:
                 keys = torch.arange(length, device=self.slots.device)
                 queries = torch.arange(start, length, device=self.slots.device)
                 mask = keys[None, :] <= queries[:, None]
-                masks.append(mask.repeat(groups, 1)[None, None])
-            self._masks[groups] = masks
+                masks.append(_additive(mask.repeat(groups, 1)[None, None], dtype))
+            self._masks[groups, dtype] = masks
         return masks
 
     def store(self, index: int, keys: Any, values: Any) -> tuple[Any, Any]:
@@ -299,9 +307,7 @@ class _Plan:
         query = query.to(keys.dtype)  # under autocast, rotary embeddings leave queries in fp32
         kv_heads = keys.shape[1]
         groups = heads // kv_heads
-        masks = self._run_masks.get(keys.dtype)
-        if masks is None:  # additive, in the kernel's dtype: converted once a step, not once a layer
-            masks = self._run_masks[keys.dtype] = [_additive(run[4], keys.dtype) for run in self.runs]
+        masks = self.run_masks(keys.dtype)
         if len(self.runs) == 1 and not self.prefills:  # the usual decode step: one run of every row
             (first, end, _, length, _), mask = self.runs[0], masks[0]
             return F.scaled_dot_product_attention(
@@ -316,7 +322,7 @@ class _Plan:
                 attn_mask=mask, scale=scaling, enable_gqa=groups > 1,
             ).reshape(n, heads, dim)  # fmt: skip
         if self.prefills:
-            for (slot, at, count, start), mask in zip(self.prefills, self.prefill_masks(groups)):
+            for (slot, at, count, start), mask in zip(self.prefills, self.prefill_masks(groups, keys.dtype)):
                 length = start + count
                 qq = query[at : at + count].reshape(count, kv_heads, groups, dim).permute(1, 2, 0, 3)
                 o = F.scaled_dot_product_attention(
