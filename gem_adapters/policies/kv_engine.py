@@ -307,15 +307,8 @@ class _Plan:
         query = query.to(keys.dtype)  # under autocast, rotary embeddings leave queries in fp32
         kv_heads = keys.shape[1]
         groups = heads // kv_heads
-        masks = self.run_masks(keys.dtype)
-        if len(self.runs) == 1 and not self.prefills:  # the usual decode step: one run of every row
-            (first, end, _, length, _), mask = self.runs[0], masks[0]
-            return F.scaled_dot_product_attention(
-                query[:, :, None], keys[first:end, :, :length], values[first:end, :, :length],
-                attn_mask=mask, scale=scaling, enable_gqa=groups > 1,
-            ).reshape(total, heads, dim)  # fmt: skip
         out = query.new_empty((total, heads, dim))
-        for (first, end, at, length, _), mask in zip(self.runs, masks):
+        for (first, end, at, length, _), mask in zip(self.runs, self.run_masks(keys.dtype)):
             n = end - first
             out[at : at + n] = F.scaled_dot_product_attention(
                 query[at : at + n, :, None], keys[first:end, :, :length], values[first:end, :, :length],
